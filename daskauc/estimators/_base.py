@@ -1,0 +1,83 @@
+"""Shared behaviour of daskauc's linear AUC models (scores are ``X @ coef_``)."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import as_row_chunked, check_n_features, is_store_path
+
+
+def _scores_block(block: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    return np.asarray(block, dtype=np.result_type(block.dtype, np.float32)) @ coef.astype(
+        block.dtype if block.dtype in (np.float32, np.float64) else np.float64
+    )
+
+
+class LinearAUCModel(ClassifierMixin, BaseEstimator):
+    """Base of linear models whose scores ``X @ coef_`` are ranked by AUC.
+
+    There is no intercept: AUC does not depend on one. ``predict`` thresholds the score at 0
+    (positive when ``X @ coef_ > 0``), which is only meaningful for losses with a margin at 0;
+    rank by ``decision_function`` for anything AUC-related. ``score`` returns the AUC.
+    """
+
+    def decision_function(self, X):
+        """Scores ``X @ coef_``: numpy for numpy input, a lazy dask array for dask/Zarr input."""
+        check_is_fitted(self, "coef_")
+        coef = self.coef_
+        if isinstance(X, da.Array) or is_store_path(X):
+            Xd = as_row_chunked(X)
+            check_n_features(Xd.shape, coef.shape[0])
+            return Xd.map_blocks(
+                _scores_block, coef, drop_axis=1, dtype=Xd.dtype,
+                name="daskauc-decision", meta=np.empty((0,), Xd.dtype),
+            )
+        Xn = np.asarray(X)
+        if Xn.ndim != 2:
+            raise ValueError(f"X must be 2-D; got shape {Xn.shape}")
+        check_n_features(Xn.shape, coef.shape[0])
+        Xn = as_row_chunked(Xn).compute() if Xn.dtype.kind not in "f" else Xn
+        if not np.isfinite(Xn).all():
+            raise ValueError("X contains NaN or infinity")
+        return _scores_block(Xn, coef)
+
+    def predict(self, X):
+        """Class labels (``classes_``): positive where the score is > 0."""
+        scores = self.decision_function(X)
+        classes = self.classes_
+        if isinstance(scores, da.Array):
+            return scores.map_blocks(
+                lambda s: classes[(s > 0).astype(np.intp)], dtype=classes.dtype,
+                name="daskauc-predict",
+            )
+        return classes[(scores > 0).astype(np.intp)]
+
+    def score(self, X, y, sample_weight=None):
+        """Exact AUC of ``decision_function(X)`` against ``y`` (ties count one half)."""
+        if sample_weight is not None:
+            raise NotImplementedError("sample_weight is not supported by the AUC score")
+        from ..metrics import roc_auc
+
+        if is_store_path(X) and y is None:
+            from ..data.store import open_dataset
+
+            ds = open_dataset(X)
+            X, y = ds.X, ds.y
+        return float(roc_auc(y, self.decision_function(X)))
+
+    def _set_result(self, result, classes, n_features: int) -> None:
+        self.coef_ = np.asarray(result.coef, dtype=np.float64)
+        self.n_iter_ = int(result.n_iter)
+        self.converged_ = bool(result.converged)
+        self.history_ = list(result.history)
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = int(n_features)
+        self._solver_state = result.state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags

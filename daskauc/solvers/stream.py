@@ -1,0 +1,111 @@
+"""The chunk-streaming engine shared by every stochastic solver.
+
+One epoch is one Dask graph: a chain of tasks that threads the solver state through the row
+chunks of ``X`` (and ``y``) in a shuffled order, as dask-ml's ``_partial.fit`` does. Each task
+calls ``step(X_block, y_block, state, seed, *extras, **params)`` and returns the new state,
+so only one chunk per worker thread is in use at a time: a dataset far larger than the
+cluster's memory streams through with bounded memory, reading each chunk from Zarr just
+before it is needed. Task keys are ``daskauc-<solver>-epoch-<token>`` so the dashboard shows
+which solver runs.
+
+A step must not mutate the ``state`` it receives (a retried task would see the mutation);
+it copies what it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
+
+
+def chunk_order(n_chunks: int, seed: np.random.SeedSequence, shuffle: bool = True) -> np.ndarray:
+    """The order in which an epoch visits the chunks (a permutation when ``shuffle``)."""
+    if not shuffle:
+        return np.arange(n_chunks)
+    return np.random.default_rng(seed).permutation(n_chunks)
+
+
+def epoch_graph(
+    step: Callable[..., Any],
+    X: da.Array,
+    y: da.Array,
+    state: Any,
+    *,
+    solver: str,
+    order: Sequence[int],
+    seeds: Sequence[np.random.SeedSequence] | None = None,
+    per_chunk: Sequence[Any] | None = None,
+    params: dict | None = None,
+) -> Delayed:
+    """Build the graph of one epoch; return a Delayed of the final state.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(X_block, y_block, state, seed, extra, **params) -> state``.
+    X, y : dask arrays with the same row chunks (X chunked along rows only).
+    state : initial solver state (a small picklable object, or a Delayed).
+    solver : short name used in task keys (``daskauc-<solver>-epoch``).
+    order : chunk indices in visiting order (a chunk may be repeated or skipped).
+    seeds : one ``SeedSequence`` per visit, or None.
+    per_chunk : one small object per chunk index passed as ``extra`` (e.g. class counts).
+    params : keyword arguments for ``step`` (scalars).
+    """
+    if len(X.chunks[1]) != 1:
+        raise ValueError("X must be chunked along rows only")
+    if X.chunks[0] != y.chunks[0]:
+        raise ValueError("X and y must have the same row chunks")
+    params = dict(params or {})
+    token = tokenize(X.name, y.name, list(map(int, order)), solver,
+                     [s.entropy if s is not None else None for s in (seeds or [])],
+                     [s.spawn_key if s is not None else None for s in (seeds or [])],
+                     state if not isinstance(state, Delayed) else state.key, params)
+    name = f"daskauc-{solver}-epoch-{token}"
+    layer: dict = {}
+    deps: list = [X, y]
+    if isinstance(state, Delayed):
+        prev = state.key
+        deps.append(state)
+    else:
+        prev = (name, "init")
+        layer[prev] = state
+    for k, c in enumerate(order):
+        c = int(c)
+        seed = None if seeds is None else seeds[k]
+        extra = None if per_chunk is None else per_chunk[c]
+        key = (name, k)
+        layer[key] = (_apply_step, step, (X.name, c, 0), (y.name, c), prev, seed, extra, params)
+        prev = key
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
+    return Delayed(prev, graph, layer=name)
+
+
+def _apply_step(step, X_block, y_block, state, seed, extra, params):
+    return step(X_block, y_block, state, seed, extra, **params)
+
+
+def run_epoch(step, X, y, state, **kwargs) -> Any:
+    """Build and compute one epoch (one compute, on the current Dask scheduler)."""
+    (out,) = dask.compute(epoch_graph(step, X, y, state, **kwargs))
+    return out
+
+
+def block_class_counts(y: da.Array) -> np.ndarray:
+    """Per-chunk (negatives, positives) counts of a {-1,+1} label array: shape (n_chunks, 2).
+
+    One small pass over ``y``; the result is used to weight chunks and sample pairs.
+    """
+    def _counts(b):
+        b = np.asarray(b)
+        return np.array([[np.count_nonzero(b < 0), np.count_nonzero(b > 0)]], dtype=np.int64)
+
+    counts = y.map_blocks(_counts, chunks=((1,) * y.numblocks[0], (2,)), new_axis=1,
+                          dtype=np.int64, name="daskauc-class-counts")
+    return np.asarray(counts.compute())

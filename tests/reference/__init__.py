@@ -1,0 +1,1 @@
+"""Slow, obviously correct oracles the tests compare daskauc against (one module per area)."""
