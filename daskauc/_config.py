@@ -7,7 +7,7 @@ Numba kernels read ``FASTMATH`` so that one switch governs all of them; NaN and 
 from __future__ import annotations
 
 #: fastmath flags shared by every numba kernel (no ``nnan`` / ``ninf``).
-FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
+FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # numba wants a set, not frozenset
 
 #: target size of one row chunk in bytes when daskauc chooses the chunking itself.
 #: 64 MiB keeps per-task overhead (~1 ms on a LocalCluster) negligible while a 1 GiB worker

@@ -1,4 +1,3 @@
-import os
 import pathlib
 
 import pytest
@@ -22,8 +21,3 @@ def dask_cluster_client():
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
                       processes=True, memory_limit="2GiB") as cluster, Client(cluster) as client:
         yield client
-
-
-@pytest.fixture(autouse=True)
-def _single_threaded_blas_env(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))

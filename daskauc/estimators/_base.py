@@ -8,12 +8,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_row_chunked, check_n_features, is_store_path
-
-
-def _scores_block(block: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    return np.asarray(block, dtype=np.result_type(block.dtype, np.float32)) @ coef.astype(
-        block.dtype if block.dtype in (np.float32, np.float64) else np.float64
-    )
+from ..solvers._linear import linear_scores
 
 
 class LinearAUCModel(ClassifierMixin, BaseEstimator):
@@ -31,10 +26,7 @@ class LinearAUCModel(ClassifierMixin, BaseEstimator):
         if isinstance(X, da.Array) or is_store_path(X):
             Xd = as_row_chunked(X)
             check_n_features(Xd.shape, coef.shape[0])
-            return Xd.map_blocks(
-                _scores_block, coef, drop_axis=1, dtype=Xd.dtype,
-                name="daskauc-decision", meta=np.empty((0,), Xd.dtype),
-            )
+            return linear_scores(Xd, coef)
         Xn = np.asarray(X)
         if Xn.ndim != 2:
             raise ValueError(f"X must be 2-D; got shape {Xn.shape}")
@@ -42,7 +34,7 @@ class LinearAUCModel(ClassifierMixin, BaseEstimator):
         Xn = as_row_chunked(Xn).compute() if Xn.dtype.kind not in "f" else Xn
         if not np.isfinite(Xn).all():
             raise ValueError("X contains NaN or infinity")
-        return _scores_block(Xn, coef)
+        return linear_scores(Xn, coef)
 
     def predict(self, X):
         """Class labels (``classes_``): positive where the score is > 0."""

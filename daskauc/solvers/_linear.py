@@ -1,0 +1,21 @@
+"""Scores of a linear model, ``X @ coef``, for numpy and dask inputs."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+
+
+def scores_block(block: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """``block @ coef`` in the block's float dtype (float32 stays float32)."""
+    block = np.asarray(block)
+    dtype = block.dtype if block.dtype in (np.float32, np.float64) else np.float64
+    return block.astype(dtype, copy=False) @ coef.astype(dtype)
+
+
+def linear_scores(X, coef: np.ndarray):
+    """``X @ coef``: numpy for numpy, a lazy dask array (layer ``daskauc-scores``) for dask."""
+    if isinstance(X, da.Array):
+        return X.map_blocks(scores_block, coef, drop_axis=1, dtype=X.dtype,
+                            name="daskauc-scores", meta=np.empty((0,), X.dtype))
+    return scores_block(X, coef)
