@@ -129,7 +129,12 @@ def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
 
 
 def search_eta0(D: np.ndarray, lam: float, *, factor: float = 2.0, max_steps: int = 60) -> float:
-    """SVMSGD2's ``determineEta0`` on pair differences ``D``: the step with the lowest cost."""
+    """SVMSGD2's ``determineEta0`` on pair differences ``D``.
+
+    Doubles or halves eta from 1 while the regularized cost after one constant-step pass
+    decreases; like Bottou's code it returns the smaller step of the final bracket, so the
+    grid's local minimum is at the returned eta0 or at 2 * eta0 (a deliberately cautious step).
+    """
     lo_eta = 1.0
     lo_cost = _constant_eta_cost(D, lo_eta, lam)
     hi_eta = lo_eta * factor

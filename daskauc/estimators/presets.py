@@ -1,0 +1,234 @@
+"""The papers' methods as single estimators: a feature map plus a linear AUC solver.
+
+``NSAUC = StandardScaler -> KMeansNystroem -> PairwiseHingeSGD(average=True)`` and so on. Unlike
+a scikit-learn ``Pipeline`` of the same steps, a preset materializes the embedding once —
+persisted in memory (numpy / the cluster) or, with ``embedding_store``, written to Zarr and
+streamed from there — so the solver's epochs or Newton iterations never recompute the map.
+
+Defaults follow Khalid et al.: 1600 k-means landmarks, Gaussian kernel with gamma = 1/b (b the
+mean squared distance to the mean over the first 80,000 rows), standardized features.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import as_row_chunked, check_X_y, is_store_path
+from .pairwise_sgd import PairwiseHingeSGD
+
+logger = logging.getLogger("daskauc")
+
+#: parameters every preset shares, and their meaning (documented once, here).
+EMBEDDING_PARAMS = ("n_landmarks", "gamma", "landmarks", "kmeans_epochs", "standardize",
+                    "dtype", "embedding_store", "overwrite", "persist")
+
+_EMBEDDING_DOC = """
+    n_landmarks : int, default=1600
+        Landmarks (k-means centroids) of the Nystroem map; the paper uses 1600.
+    gamma : float or None, default=None
+        Gaussian kernel width, kappa(x, z) = exp(-gamma ||x - z||^2); None uses the paper's
+        rule gamma = 1/b, b = mean ||x_i - xbar||^2 over the first 80,000 rows.
+    landmarks : {"kmeans", "random", "all"}, default="kmeans"
+        How landmarks are chosen; "all" makes every training row a landmark (exact kernel).
+    kmeans_epochs : int, default=3
+    standardize : bool, default=True
+        Standardize features (fitted on the training rows) before the map.
+    dtype : {"float32", "float64"}, default="float32"
+        Dtype of the embedding.
+    embedding_store : str or None, default=None
+        Write the training embedding to this Zarr store and stream it from there (for
+        embeddings larger than memory); None keeps it in memory.
+    overwrite : bool, default=False
+        Allow replacing an existing ``embedding_store``.
+    persist : bool, default=True
+        Keep the embedding in (cluster) memory while the solver runs, when it is not written
+        to a store. With a store, ``persist=True`` also loads it into memory once."""
+
+
+class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
+    """Base of the presets: a standardized Nystroem embedding plus a linear solver.
+
+    Subclasses set ``_solver`` (the linear estimator class), ``_solver_params`` (names of their
+    parameters passed to it) and ``_feature_map`` ("nystroem" or "fourier").
+    """
+
+    _solver: type
+    _solver_params: tuple[str, ...] = ()
+    _solver_fixed: dict = {}
+    _feature_map = "nystroem"
+
+    # -- the pieces -------------------------------------------------------------------------
+    def _make_map(self):
+        if self._feature_map == "fourier":
+            from ..embed.fourier import RandomFourierFeatures
+
+            return RandomFourierFeatures(n_components=self.n_landmarks, gamma=self.gamma,
+                                         random_state=self._seed(0), dtype=self.dtype)
+        from ..embed.nystroem import KMeansNystroem
+
+        return KMeansNystroem(n_components=self.n_landmarks, gamma=self.gamma,
+                              landmarks=self.landmarks, kmeans_epochs=self.kmeans_epochs,
+                              dtype=self.dtype, random_state=self._seed(0))
+
+    def _make_solver(self):
+        params = {name: getattr(self, name) for name in self._solver_params}
+        params.update(self._solver_fixed)
+        if "random_state" in self._solver.__init__.__code__.co_varnames:
+            params["random_state"] = self._seed(1)
+        return self._solver(**params)
+
+    def _seed(self, k: int):
+        rs = self.random_state
+        if rs is None or isinstance(rs, (int, np.integer)):
+            return None if rs is None else int(np.random.SeedSequence(rs).generate_state(k + 1)[k])
+        return rs
+
+    def _scale(self, X):
+        return self.scaler_.transform(X) if self.scaler_ is not None else X
+
+    # -- estimator API ----------------------------------------------------------------------
+    def fit(self, X, y=None, **solver_fit_kwargs):
+        """Fit scaler, feature map and solver; ``X`` may be a dataset store path (``y=None``)."""
+        timings = {}
+        tic = time.perf_counter()
+        Xd, yd, classes = check_X_y(X, y)
+        if self.standardize:
+            from ..data.scale import StandardScaler
+
+            self.scaler_ = StandardScaler().fit(Xd)
+        else:
+            self.scaler_ = None
+        timings["scale"] = time.perf_counter() - tic
+
+        tic = time.perf_counter()
+        fmap = self._make_map()
+        fmap.fit(self._scale(Xd))
+        self.embedding_ = fmap
+        timings["landmarks"] = time.perf_counter() - tic
+
+        tic = time.perf_counter()
+        Z = self._embed_training(Xd, yd)
+        timings["embed"] = time.perf_counter() - tic
+
+        tic = time.perf_counter()
+        solver = self._make_solver()
+        solver.fit(Z, yd, **solver_fit_kwargs)
+        self.solver_ = solver
+        timings["solve"] = time.perf_counter() - tic
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = int(Xd.shape[1])
+        self.timings_ = timings
+        self.history_ = list(getattr(solver, "history_", []))
+        return self
+
+    def _embed_training(self, Xd: da.Array, yd: da.Array):
+        if self.embedding_store is not None:
+            ds = self.embedding_.write_embedding(Xd, self.embedding_store, y=yd,
+                                                 scaler=self.scaler_, overwrite=self.overwrite)
+            Z = ds.X
+            return Z.persist() if self.persist else Z
+        Z = self.embedding_.transform(self._scale(Xd))
+        if self.persist:
+            with dask.config.set(**{"array.slicing.split_large_chunks": False}):
+                Z = Z.persist()
+        return Z
+
+    def transform(self, X):
+        """The embedding of ``X`` (standardized then mapped): numpy or lazy dask like the input."""
+        check_is_fitted(self, "embedding_")
+        if is_store_path(X):
+            X = as_row_chunked(X)
+        return self.embedding_.transform(self._scale(X))
+
+    def decision_function(self, X):
+        """Scores of ``X``: numpy for numpy input, a lazy dask array for dask or a store path."""
+        check_is_fitted(self, "solver_")
+        return self.solver_.decision_function(self.transform(X))
+
+    def predict(self, X):
+        check_is_fitted(self, "solver_")
+        scores = self.decision_function(X)
+        classes = self.classes_
+        if isinstance(scores, da.Array):
+            return scores.map_blocks(lambda s: classes[(s > 0).astype(np.intp)],
+                                     dtype=classes.dtype, name="daskauc-predict")
+        return classes[(scores > 0).astype(np.intp)]
+
+    def score(self, X, y=None, sample_weight=None):
+        """Exact AUC of the scores of ``X`` against ``y``."""
+        from ..data.store import open_dataset
+        from ..metrics import roc_auc
+
+        if is_store_path(X) and y is None:
+            ds = open_dataset(X)
+            X, y = ds.X, ds.y
+        return float(roc_auc(y, self.decision_function(X)))
+
+    @property
+    def coef_(self):
+        return self.solver_.coef_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+def _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
+                    embedding_store, overwrite, persist, random_state):
+    self.n_landmarks = n_landmarks
+    self.gamma = gamma
+    self.landmarks = landmarks
+    self.kmeans_epochs = kmeans_epochs
+    self.standardize = standardize
+    self.dtype = dtype
+    self.embedding_store = embedding_store
+    self.overwrite = overwrite
+    self.persist = persist
+    self.random_state = random_state
+
+
+class NSAUC(EmbeddedAUCModel):
+    __doc__ = f"""NSAUC: k-means Nystroem embedding + averaged pairwise hinge SGD (Khalid et al.).
+
+    Parameters
+    ----------
+    lam : float, default=1e-8
+        L2 regularization; the paper's grid is {{1e-10, ..., 1e-7}}.
+    n_epochs : int, default=5
+    rskip, askip : int, default=16
+    t0 : float or None (None: SVMSGD2's eta0 search)
+    {_EMBEDDING_DOC}
+    random_state : int or None
+
+    See :class:`daskauc.PairwiseHingeSGD` for the solver and its objective.
+    """
+
+    _solver = PairwiseHingeSGD
+    _solver_params = ("lam", "n_epochs", "rskip", "askip", "t0")
+    _solver_fixed = {"average": True}
+
+    def __init__(self, lam=1e-8, *, n_epochs=5, rskip=16, askip=16, t0=None,
+                 n_landmarks=1600, gamma=None, landmarks="kmeans", kmeans_epochs=3,
+                 standardize=True, dtype="float32", embedding_store=None, overwrite=False,
+                 persist=True, random_state=None):
+        self.lam = lam
+        self.n_epochs = n_epochs
+        self.rskip = rskip
+        self.askip = askip
+        self.t0 = t0
+        _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
+                        embedding_store, overwrite, persist, random_state)
+
+
+class NSVMSGD2(NSAUC):
+    """NSVMSGD2: NSAUC without averaging (the last SGD iterate), as in Khalid et al. Fig. 1."""
+
+    _solver_fixed = {"average": False}

@@ -1,0 +1,33 @@
+"""Slow, obviously correct pairwise hinge SGD (Algorithm 3 of Khalid et al., step by step)."""
+
+import numpy as np
+
+
+def pairwise_hinge_steps(X, pos, neg, ri, rj, w, wbar, t, q, lam, t0, rskip, askip,
+                         average_start=0):
+    """Plain-Python loop over the same steps the kernel runs; returns (w, wbar, t, q)."""
+    w = np.array(w, dtype=np.float64)
+    wbar = np.array(wbar, dtype=np.float64)
+    for s in range(len(ri)):
+        x = X[pos[ri[s]]].astype(np.float64) - X[neg[rj[s]]].astype(np.float64)
+        t += 1
+        if float(np.dot(w, x)) < 1.0:
+            w = w + x / (lam * (t + t0))
+        if t % rskip == 0:
+            w = w - max(0.0, 0.0) * w - min(1.0, rskip / (t + t0)) * w
+        if askip > 0 and t > average_start and t % askip == 0:
+            wbar = (q * wbar + w) / (q + 1)
+            q += 1
+    return w, wbar, t, q
+
+
+def regularized_cost_after_pass(D, eta, lam):
+    """SVMSGD2's evaluateEta: constant-step pass over pair differences D, then the cost."""
+    w = np.zeros(D.shape[1])
+    for d in D:
+        margin = float(w @ d)
+        w = (1 - eta * lam) * w
+        if margin < 1:
+            w = w + eta * d
+    hinge = np.maximum(0.0, 1.0 - D @ w).mean()
+    return hinge + 0.5 * lam * float(w @ w)

@@ -1,0 +1,171 @@
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from daskauc._validation import check_X_y
+from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
+from daskauc.solvers._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
+from daskauc.solvers.nsauc import pairwise_hinge_sgd, search_eta0, steps_per_chunk
+from reference import sgd as ref
+
+
+def _separable(n=2000, d=6, seed=0, gap=0.5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(3 * n, d))
+    s = X @ np.linspace(1, 2, d)
+    keep = np.abs(s) > gap
+    X, s = X[keep][:n], s[keep][:n]
+    return X, np.where(s > 0, 1, -1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_equals_reference_loop(dtype):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 7)).astype(dtype)
+    y = np.where(rng.random(60) < 0.3, 1, -1)
+    pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    ri = rng.integers(0, pos.size, 500)
+    rj = rng.integers(0, neg.size, 500)
+    w0 = rng.normal(size=7) * 0.1
+    w, wbar = w0.copy(), np.zeros(7)
+    counters = np.array([3, 0], dtype=np.int64)
+    _pairwise_hinge_steps(X, pos, neg, ri, rj, w, wbar, counters, 1e-2, 50.0, 4, 3, 10)
+    rw, rwbar, rt, rq = ref.pairwise_hinge_steps(X, pos, neg, ri, rj, w0, np.zeros(7), 3, 0,
+                                                 1e-2, 50.0, 4, 3, 10)
+    np.testing.assert_allclose(w, rw, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(wbar, rwbar, rtol=1e-10, atol=1e-12)
+    assert (counters[0], counters[1]) == (rt, rq)
+
+
+def test_constant_eta_cost_and_eta0_search_against_reference():
+    rng = np.random.default_rng(2)
+    D = rng.normal(size=(300, 5))
+    for eta in (0.01, 0.3, 4.0):
+        assert _constant_eta_cost(D, eta, 1e-3) == pytest.approx(
+            ref.regularized_cost_after_pass(D, eta, 1e-3), rel=1e-10)
+    eta0 = search_eta0(D, 1e-3)
+    cost = lambda e: ref.regularized_cost_after_pass(D, e, 1e-3)  # noqa: E731
+    # Bottou's search ends with a local minimum of the doubling grid at eta0 or 2*eta0
+    # (it keeps the smaller step of the final bracket)
+    local_min_at_eta0 = cost(eta0) <= cost(eta0 / 2) and cost(eta0) <= cost(2 * eta0)
+    local_min_at_2eta0 = cost(2 * eta0) <= cost(eta0) and cost(2 * eta0) <= cost(4 * eta0)
+    assert local_min_at_eta0 or local_min_at_2eta0
+
+
+def test_steps_per_chunk_proportional_to_pairs():
+    counts = np.array([[10, 5], [0, 7], [20, 1], [3, 3]])
+    steps = steps_per_chunk(counts, 1000)
+    assert steps.sum() == 1000 and steps[1] == 0
+    pairs = counts[:, 0] * counts[:, 1]
+    np.testing.assert_allclose(steps, pairs / pairs.sum() * 1000, atol=1)
+    with pytest.raises(ValueError, match="no chunk holds both"):
+        steps_per_chunk(np.array([[5, 0], [0, 5]]), 10)
+
+
+def test_separable_toy_reaches_auc_one():
+    X, y = _separable()
+    model = PairwiseHingeSGD(lam=1e-4, n_epochs=3, random_state=0).fit(X, y)
+    assert roc_auc_score(y, model.decision_function(X)) == 1.0
+    assert model.score(X, y) == 1.0
+    assert model.n_iter_ == 3 and len(model.history_) == 3
+
+
+def test_numpy_dask_and_zarr_give_the_same_model(tmp_path):
+    X, y = _separable(n=1500)
+    m_np = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=7).fit(X, y)
+    # numpy of this size is one chunk: the dask one-chunk run must match exactly
+    m_da = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=7).fit(
+        da.from_array(X, chunks=X.shape), da.from_array(y, chunks=y.shape))
+    np.testing.assert_array_equal(m_np.coef_, m_da.coef_)
+    # many chunks: a dask array and the Zarr store written from it agree exactly
+    from daskauc.data.store import open_dataset, writing_store
+
+    Xd = da.from_array(X, chunks=(300, X.shape[1]))
+    yd = da.from_array(y.astype(np.int8), chunks=300)
+    with writing_store(tmp_path / "ds.zarr", kind="dataset") as g:
+        zx = g.create_array("X", shape=X.shape, dtype=X.dtype, chunks=(300, X.shape[1]))
+        zy = g.create_array("y", shape=y.shape, dtype=np.int8, chunks=(300,))
+        da.store([Xd, yd], [zx, zy])
+    m_many = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=7).fit(Xd, yd)
+    m_zarr = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=7).fit(
+        str(tmp_path / "ds.zarr"))
+    np.testing.assert_array_equal(m_many.coef_, m_zarr.coef_)
+    assert open_dataset(tmp_path / "ds.zarr").X.numblocks[0] == 5
+    # one chunk and many chunks sample pairs differently; both must solve the toy
+    assert roc_auc_score(y, X @ m_many.coef_) == 1.0
+
+
+def test_distributed_equals_threaded(dask_cluster_client):
+    X, y = _separable(n=1200, seed=3)
+    Xd = da.from_array(X, chunks=(200, X.shape[1]))
+    yd = da.from_array(y, chunks=200)
+    with dask.config.set(scheduler="threads"):
+        local = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=5).fit(Xd, yd)
+    dist = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=5).fit(Xd, yd)  # client default
+    np.testing.assert_array_equal(local.coef_, dist.coef_)
+
+
+def test_epoch_is_one_graph_with_named_tasks():
+    X, y = _separable(n=800)
+    Xd, yd, _ = check_X_y(X, y, chunk_rows=100)
+    from dask.utils import key_split
+
+    from daskauc.solvers.nsauc import PairwiseSGDState, _nsauc_step
+    from daskauc.solvers.stream import epoch_graph
+
+    state = PairwiseSGDState(w=np.zeros(6), wbar=np.zeros(6), t=0, q=0, t0=10.0)
+    g = epoch_graph(_nsauc_step, Xd, yd, state, solver="nsauc", order=np.arange(8),
+                    per_chunk=np.full(8, 10), params=dict(lam=1e-3, rskip=4, askip=4,
+                                                          average_start=0))
+    names = {key_split(k) for k in dict(g.__dask_graph__())}
+    assert "daskauc-nsauc-epoch" in names
+
+
+def test_partial_fit_continues_the_state():
+    X, y = _separable(n=600)
+    m = PairwiseHingeSGD(lam=1e-3, n_epochs=1, random_state=0)
+    m.partial_fit(X, y)
+    t1 = m._solver_state.t
+    m.partial_fit(X, y)
+    assert m._solver_state.t == 2 * t1 == 2 * len(y)
+    assert m.n_iter_ == 2 and len(m.history_) == 2
+
+
+def test_chunked_sampling_close_to_global_on_shuffled_data():
+    # within-chunk pair sampling on exchangeable chunks performs like global sampling
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(6000, 10))
+    y = np.where(X @ rng.normal(size=10) + rng.normal(size=6000) > 1.0, 1, -1)
+    one = PairwiseHingeSGD(lam=1e-4, n_epochs=3, random_state=1).fit(
+        da.from_array(X, chunks=X.shape), da.from_array(y, chunks=y.shape))
+    many = PairwiseHingeSGD(lam=1e-4, n_epochs=3, random_state=1).fit(
+        da.from_array(X, chunks=(500, 10)), da.from_array(y, chunks=500))
+    a1, a2 = roc_auc_score(y, X @ one.coef_), roc_auc_score(y, X @ many.coef_)
+    assert abs(a1 - a2) < 0.01
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0]]), np.array([1, -1]), "NaN or infinity"),
+        (np.ones((4, 2)), np.ones(4), "single class"),
+        (np.ones((4, 2)), np.array([1, -1, 1]), "4 rows but y has 3"),
+        (np.ones((4, 2)), np.array([0, 1, 2, 1]), "group the classes"),
+    ],
+)
+def test_bad_input_errors(X, y, match):
+    with pytest.raises(ValueError, match=match):
+        PairwiseHingeSGD().fit(X, y)
+
+
+def test_unknown_chunks_and_bad_params():
+    X = da.from_array(np.random.default_rng(0).normal(size=(20, 2)), chunks=5)
+    Xu = X[X[:, 0] > -10]
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        PairwiseHingeSGD().fit(Xu, np.ones(20))
+    with pytest.raises(ValueError, match="lam must be > 0"):
+        PairwiseHingeSGD(lam=0.0).fit(np.ones((4, 2)), np.array([1, -1, 1, -1]))
+    with pytest.raises(TypeError, match="dtype object"):
+        PairwiseHingeSGD().fit(np.array([["a", 1]], dtype=object), np.array([1]))
