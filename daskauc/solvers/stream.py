@@ -10,6 +10,15 @@ which solver runs.
 
 A step must not mutate the ``state`` it receives (a retried task would see the mutation);
 it copies what it changes.
+
+Where the chunks come from
+--------------------------
+When ``X`` is materialized (persisted in memory, on the client or the cluster) each chain
+task depends on its block as usual. When ``X`` is lazy (read from Zarr, or computed on the
+fly), an ordinary dependency would let idle workers read every chunk ahead of the chain and
+hold them all in memory; so in that case each chain task carries the culled graph of its own
+block and computes it synchronously inside the task (``stream=True``). Memory then stays at
+one chunk per running chain task however large the data is.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
+from dask.core import flatten
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
@@ -43,6 +53,7 @@ def epoch_graph(
     seeds: Sequence[np.random.SeedSequence] | None = None,
     per_chunk: Sequence[Any] | None = None,
     params: dict | None = None,
+    stream: bool | None = None,
 ) -> Delayed:
     """Build the graph of one epoch; return a Delayed of the final state.
 
@@ -57,19 +68,23 @@ def epoch_graph(
     seeds : one ``SeedSequence`` per visit, or None.
     per_chunk : one small object per chunk index passed as ``extra`` (e.g. class counts).
     params : keyword arguments for ``step`` (scalars).
+    stream : read each block inside its chain task (see the module docstring); None decides
+        by :func:`is_materialized`.
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("X must be chunked along rows only")
     if X.chunks[0] != y.chunks[0]:
         raise ValueError("X and y must have the same row chunks")
     params = dict(params or {})
-    token = tokenize(X.name, y.name, list(map(int, order)), solver,
+    if stream is None:
+        stream = not is_materialized(X)
+    token = tokenize(X.name, y.name, stream, list(map(int, order)), solver,
                      [s.entropy if s is not None else None for s in (seeds or [])],
                      [s.spawn_key if s is not None else None for s in (seeds or [])],
                      state if not isinstance(state, Delayed) else state.key, params)
     name = f"daskauc-{solver}-epoch-{token}"
     layer: dict = {}
-    deps: list = [X, y]
+    deps: list = [y] if stream else [X, y]
     if isinstance(state, Delayed):
         prev = state.key
         deps.append(state)
@@ -81,7 +96,8 @@ def epoch_graph(
         seed = None if seeds is None else seeds[k]
         extra = None if per_chunk is None else per_chunk[c]
         key = (name, k)
-        layer[key] = (_apply_step, step, (X.name, c, 0), (y.name, c), prev, seed, extra, params)
+        x_arg = (_read, BlockReader(X, c)) if stream else (X.name, c, 0)
+        layer[key] = (_apply_step, step, x_arg, (y.name, c), prev, seed, extra, params)
         prev = key
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
     return Delayed(prev, graph, layer=name)
@@ -89,6 +105,37 @@ def epoch_graph(
 
 def _apply_step(step, X_block, y_block, state, seed, extra, params):
     return step(X_block, y_block, state, seed, extra, **params)
+
+
+def is_materialized(X: da.Array) -> bool:
+    """True when every block of ``X`` is already data (persisted), not a computation."""
+    from distributed import Future
+
+    graph = dict(X.__dask_graph__())
+    keys = set(flatten(X.__dask_keys__()))
+    return all(isinstance(graph.get(k), (np.ndarray, Future)) for k in keys)
+
+
+class BlockReader:
+    """Row block ``c`` of ``X`` as an opaque, picklable object holding only that block's graph.
+
+    Calling it computes the block synchronously in the calling thread (inside a chain task).
+    Dask does not look inside it, so its keys are not dependencies of the chain.
+    """
+
+    def __init__(self, X: da.Array, c: int):
+        blk = X.blocks[c]
+        (self.key,) = list(flatten(blk.__dask_keys__()))
+        self.graph = dict(blk.__dask_graph__().cull({self.key}))
+
+    def __call__(self) -> np.ndarray:
+        from dask.local import get_sync
+
+        return np.asarray(get_sync(self.graph, self.key))
+
+
+def _read(reader: BlockReader) -> np.ndarray:
+    return reader()
 
 
 def run_epoch(step, X, y, state, **kwargs) -> Any:
