@@ -44,11 +44,13 @@ def _float_dtype(dtype: np.dtype, name: str, requested=None) -> np.dtype:
     )
 
 
-def _check_finite_block(block: np.ndarray, name: str) -> np.ndarray:
+def _check_finite_block(block: np.ndarray, name: str, block_info=None) -> np.ndarray:
     if not np.isfinite(block).all():
-        bad = np.argwhere(~np.isfinite(block))[0]
+        row = int(np.argwhere(~np.isfinite(block))[0][0])
+        if block_info is not None:
+            row += block_info[0]["array-location"][0][0]
         raise ValueError(
-            f"{name} contains NaN or infinity (first at block-local index {tuple(bad)}); "
+            f"{name} contains NaN or infinity (first in row {row}); "
             "impute or drop those values before fitting"
         )
     return block
@@ -56,9 +58,8 @@ def _check_finite_block(block: np.ndarray, name: str) -> np.ndarray:
 
 def check_finite(X: da.Array, name: str = "X") -> da.Array:
     """Lazily check finiteness of every block, inside whatever pass reads them."""
-    return X.map_blocks(
-        _check_finite_block, name, dtype=X.dtype, name="daskauc-check-finite", meta=X._meta
-    )
+    return X.map_blocks(_check_finite_block, name, dtype=X.dtype, token="daskauc-check-finite",
+                        meta=X._meta)
 
 
 def as_row_chunked(
@@ -153,7 +154,9 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
         )
     if pos_label is not None:
         if not np.isin(np.asarray([pos_label], dtype=uniq.dtype), uniq)[0]:
-            raise ValueError(f"pos_label={pos_label!r} does not occur in y (classes {uniq.tolist()})")
+            raise ValueError(
+                f"pos_label={pos_label!r} does not occur in y (classes {uniq.tolist()})"
+            )
         if uniq.size > 2:
             raise ValueError(
                 f"y has {uniq.size} classes {uniq.tolist()[:10]}; group them into two sets with "
@@ -194,7 +197,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
         else:
             uniq = np.unique(da.unique(y).compute())
         positives = label_classes(uniq, pos_label, positive_classes)
-        return y.map_blocks(_to_pm1, positives, dtype=np.int8, name="daskauc-labels"), (
+        return y.map_blocks(_to_pm1, positives, dtype=np.int8, token="daskauc-labels"), (
             _classes_of(uniq, positives)
         )
     arr = np.asarray(y)

@@ -20,8 +20,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask
 import dask.array as da
 import zarr
+from dask.base import tokenize
+from dask.delayed import Delayed
 
 from .. import _config
 from .._version import __version__
@@ -54,32 +57,78 @@ def writing_store(path, *, overwrite: bool = False, kind: str, attrs: dict | Non
     On normal exit the group is marked complete and (for local paths) moved into place; on an
     exception the partial store is removed and whatever was at ``path`` is left untouched.
     """
+    pending = begin_store(path, kind=kind, overwrite=overwrite, attrs=attrs,
+                          storage_options=storage_options)
+    try:
+        yield pending.group
+    except BaseException:
+        pending.abort()
+        raise
+    pending.commit()
+
+
+class PendingStore:
+    """A store being written by a dask graph that has not run yet.
+
+    Same protocol as :func:`~daskauc.data.store.writing_store`, split in two so the write
+    can share a pass with other work: :func:`begin_store` creates the group (at a hidden
+    sibling path for local stores) and :meth:`commit` marks it complete and moves it into
+    place. ``commit`` is a plain picklable function of strings, so it runs as the last task
+    of the graph on whichever worker; if the graph fails, the partial store stays hidden
+    (at ``tmp``) and never opens as complete.
+    """
+
+    def __init__(self, group: zarr.Group, final: str, tmp: str | None,
+                 storage_options: dict | None):
+        self.group, self.final, self.tmp, self.storage_options = group, final, tmp, storage_options
+
+    def commit_delayed(self, *deps, attrs_from=None, name: str = "daskauc-write") -> Delayed:
+        """A Delayed that waits for ``deps``, adds ``attrs_from(*results)`` and commits."""
+        token = tokenize(self.final, self.tmp, [getattr(d, "key", d) for d in deps])
+        return dask.delayed(_commit, pure=False)(
+            self.final, self.tmp, self.storage_options, attrs_from, *deps,
+            dask_key_name=f"{name}-commit-{token}")
+
+    def commit(self, extra_attrs: dict | None = None) -> str:
+        """Mark the store complete and move it into place (in this process)."""
+        return _commit(self.final, self.tmp, self.storage_options,
+                       (lambda: extra_attrs) if extra_attrs else None)
+
+    def abort(self) -> None:
+        """Remove the hidden partial store (local stores)."""
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def begin_store(path, *, kind: str, overwrite: bool = False, attrs: dict | None = None,
+                storage_options: dict | None = None) -> PendingStore:
+    """Start a store whose data a later compute writes; see :class:`PendingStore`."""
     path = os.fspath(path)
     if store_exists(path, storage_options) and not overwrite:
         raise FileExistsError(
-            f"{path} already exists; pass overwrite=True (--overwrite) to replace it"
-        )
-    base_attrs = {"daskauc_kind": kind, "daskauc_version": __version__,
-                  "daskauc_format": _config.STORE_FORMAT}
+            f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+    base = {"daskauc_kind": kind, "daskauc_version": __version__,
+            "daskauc_format": _config.STORE_FORMAT, **(attrs or {})}
     if _is_url(path):
         group = zarr.open_group(path, mode="w", storage_options=storage_options)
-        group.attrs.update({**base_attrs, **(attrs or {})})
-        yield group
-        group.attrs[_config.COMPLETE_ATTR] = True
-        return
-
+        group.attrs.update(base)
+        return PendingStore(group, path, None, storage_options)
     final = os.path.abspath(_local(path))
     parent = os.path.dirname(final) or "."
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(final)}.partial-{uuid.uuid4().hex[:8]}")
     group = zarr.open_group(tmp, mode="w")
-    group.attrs.update({**base_attrs, **(attrs or {})})
-    try:
-        yield group
-        group.attrs[_config.COMPLETE_ATTR] = True
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    group.attrs.update(base)
+    return PendingStore(group, final, tmp, storage_options)
+
+
+def _commit(final, tmp, storage_options, attrs_from, *results):
+    extra = attrs_from(*results) if attrs_from is not None else {}
+    where = tmp if tmp is not None else final
+    group = zarr.open_group(where, mode="r+", storage_options=None if tmp else storage_options)
+    group.attrs.update({**extra, _config.COMPLETE_ATTR: True})
+    if tmp is None:
+        return final
     old = None
     if os.path.exists(final):
         old = f"{tmp}.old"
@@ -87,6 +136,7 @@ def writing_store(path, *, overwrite: bool = False, kind: str, attrs: dict | Non
     os.replace(tmp, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def open_store(path, *, kind: str | None = None, storage_options: dict | None = None,
@@ -143,6 +193,7 @@ def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
         raise ValueError(f"{path} has no X and y arrays; is it a daskauc dataset store?")
     zX, zy = group["X"], group["y"]
     name = f"daskauc-zarr-{os.path.basename(os.fspath(path).rstrip('/'))}"
-    X = da.from_zarr(zX, chunks=(zX.chunks[0], zX.shape[1]), name=f"{name}-X-{uuid.uuid4().hex[:6]}")
+    X = da.from_zarr(zX, chunks=(zX.chunks[0], zX.shape[1]),
+                     name=f"{name}-X-{uuid.uuid4().hex[:6]}")
     y = da.from_zarr(zy, chunks=(zX.chunks[0],), name=f"{name}-y-{uuid.uuid4().hex[:6]}")
     return Dataset(X=X, y=y, attrs=dict(group.attrs), path=os.fspath(path))

@@ -43,7 +43,7 @@ class LinearAUCModel(ClassifierMixin, BaseEstimator):
         if isinstance(scores, da.Array):
             return scores.map_blocks(
                 lambda s: classes[(s > 0).astype(np.intp)], dtype=classes.dtype,
-                name="daskauc-predict",
+                token="daskauc-predict",
             )
         return classes[(scores > 0).astype(np.intp)]
 

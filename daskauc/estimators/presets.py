@@ -158,7 +158,7 @@ class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
         classes = self.classes_
         if isinstance(scores, da.Array):
             return scores.map_blocks(lambda s: classes[(s > 0).astype(np.intp)],
-                                     dtype=classes.dtype, name="daskauc-predict")
+                                     dtype=classes.dtype, token="daskauc-predict")
         return classes[(scores > 0).astype(np.intp)]
 
     def score(self, X, y=None, sample_weight=None):

@@ -17,5 +17,5 @@ def linear_scores(X, coef: np.ndarray):
     """``X @ coef``: numpy for numpy, a lazy dask array (layer ``daskauc-scores``) for dask."""
     if isinstance(X, da.Array):
         return X.map_blocks(scores_block, coef, drop_axis=1, dtype=X.dtype,
-                            name="daskauc-scores", meta=np.empty((0,), X.dtype))
+                            token="daskauc-scores", meta=np.empty((0,), X.dtype))
     return scores_block(X, coef)

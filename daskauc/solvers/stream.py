@@ -154,5 +154,5 @@ def block_class_counts(y: da.Array) -> np.ndarray:
         return np.array([[np.count_nonzero(b < 0), np.count_nonzero(b > 0)]], dtype=np.int64)
 
     counts = y.map_blocks(_counts, chunks=((1,) * y.numblocks[0], (2,)), new_axis=1,
-                          dtype=np.int64, name="daskauc-class-counts")
+                          dtype=np.int64, token="daskauc-class-counts")
     return np.asarray(counts.compute())

@@ -1,0 +1,1030 @@
+"""Ingest LIBSVM / svmlight text, dense delimited text, numpy and dask arrays into dataset stores.
+
+A dataset store (see :mod:`daskauc.data.store`) is a Zarr group with ``X`` (n x d, float32 or
+float64, chunked by rows only), ``y`` (n, int8 in {-1, +1}, the same row chunks) and its
+provenance in the group attributes. Every write goes through the safe-write protocol of
+:func:`~daskauc.data.store.writing_store`: an interrupted ingest never leaves a store that
+opens as complete, and an existing store is only replaced with ``overwrite=True``.
+
+How a text file is read (memory is bounded by one row chunk plus one block of text):
+
+* The file is decompressed on the fly (``.bz2``, ``.xz``/``.lzma``, ``.gz``, or by magic bytes)
+  and cut into blocks of complete lines that numba kernels parse straight into a dense
+  ``chunk_rows x d`` buffer (:mod:`daskauc.data._kernels`). Numbers are converted exactly
+  (equal to Python's ``float`` of the token).
+* The width ``d`` must be known before the first chunk is written. For LIBSVM with
+  ``n_features=None`` a first, cheap streaming scan finds the largest feature index and the
+  row count (and whether indices are 0-based); with ``n_features`` given the file is read
+  once. Dense text gets its width from its first line. ``shuffle=True`` always scans first,
+  because the shuffle needs the row count.
+* Labels are not converted while parsing: each row keeps a code for its raw label token and
+  the codes are spilled to a temporary file. When the pass is over the label set is known,
+  it is mapped to {-1, +1} by the rules of :func:`daskauc._validation.label_classes` and
+  ``y`` is written from the spilled codes (a pass over 4 bytes per row, not over ``X``).
+* ``shuffle=True`` gives a uniformly random row permutation with bounded memory: every row
+  is sent to its destination chunk's region of a temporary spill file as its chunk is
+  parsed, then each destination chunk is read back, put in its final order and written.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import datetime as _dt
+import gzip
+import hashlib
+import io
+import logging
+import lzma
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+
+from .. import _config
+from .._validation import as_row_chunked, check_param, label_classes, seed_sequence
+from . import _kernels as K
+from .store import (
+    Dataset,
+    PendingStore,
+    _is_url,
+    _local,
+    begin_store,
+    open_dataset,
+    store_exists,
+    writing_store,
+)
+
+logger = logging.getLogger("daskauc")
+
+__all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
+
+_COMPRESSION_EXT = {".bz2": "bz2", ".xz": "xz", ".lzma": "xz", ".gz": "gzip"}
+_MAGIC = ((b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x1f\x8b", "gzip"))
+_LIBSVM_EXT = {".libsvm", ".svm", ".svmlight", ".t", ".trn", ".tst"}
+_DENSE_EXT = {".csv": ",", ".tsv": "\t"}
+_FORMATS = {"libsvm": "libsvm", "svmlight": "libsvm", "csv": "csv", "dense": "csv", "txt": "csv"}
+_BLOCK_BYTES = 8 * 2**20
+_SLOW_CAPACITY = 1 << 16
+
+
+# --------------------------------------------------------------------------------------------
+# reading text
+# --------------------------------------------------------------------------------------------
+
+
+class _HashingReader(io.RawIOBase):
+    """A raw reader that hashes the bytes of the file as stored (compressed)."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self.sha256 = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self._raw.readinto(b)
+        if n:
+            self.sha256.update(memoryview(b)[:n])
+        return n
+
+    def drain(self) -> None:
+        """Hash whatever the decompressor left unread (trailing bytes)."""
+        for block in iter(lambda: self._raw.read(1 << 20), b""):
+            self.sha256.update(block)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def _compression_of(path: str) -> str | None:
+    ext = os.path.splitext(path)[1].lower()
+    if ext in _COMPRESSION_EXT:
+        return _COMPRESSION_EXT[ext]
+    with open(path, "rb") as f:
+        head = f.read(8)
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+@contextlib.contextmanager
+def _open_text(path: str, compression: str | None, hasher: list | None = None):
+    """Open ``path`` as a decompressed binary stream; append the hashing reader to ``hasher``."""
+    raw = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
+    if hasher is not None:
+        raw = _HashingReader(raw)
+        hasher.append(raw)
+    f: Any = io.BufferedReader(raw, 1 << 20)
+    if compression == "bz2":
+        f = bz2.BZ2File(f)
+    elif compression == "xz":
+        f = lzma.LZMAFile(f)
+    elif compression == "gzip":
+        f = gzip.GzipFile(fileobj=f)
+    try:
+        yield f
+        if isinstance(raw, _HashingReader):
+            raw.drain()
+    finally:
+        f.close()
+        raw.close()
+
+
+def _iter_blocks(stream, block_bytes: int = _BLOCK_BYTES) -> Iterator[np.ndarray]:
+    """Yield uint8 arrays of complete lines (each ending in a newline)."""
+    rest = b""
+    while True:
+        data = stream.read(block_bytes)
+        if not data:
+            if rest:
+                yield np.frombuffer(rest + b"\n", dtype=np.uint8)
+            return
+        if rest:
+            data = rest + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        yield np.frombuffer(data, dtype=np.uint8, count=cut + 1)
+        rest = data[cut + 1 :]
+
+
+def _head_lines(path: str, compression: str | None, n_lines: int = 20) -> list[tuple[int, str]]:
+    """The first non-blank, non-comment lines as ``(line_index, text)``."""
+    out: list[tuple[int, str]] = []
+    with _open_text(path, compression) as f:
+        for i, raw in enumerate(f):
+            text = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
+            if text:
+                out.append((i, text))
+                if len(out) >= n_lines:
+                    break
+    return out
+
+
+def _detect_format(path: str, head: list[tuple[int, str]]) -> str:
+    name = os.path.basename(path)
+    stem, ext = os.path.splitext(name)
+    if ext.lower() in _COMPRESSION_EXT:
+        ext = os.path.splitext(stem)[1]
+    ext = ext.lower()
+    if ext in _LIBSVM_EXT:
+        return "libsvm"
+    if ext in _DENSE_EXT:
+        return "csv"
+    pair = re.compile(r"^\d+:\S")
+    for _, text in head:
+        if any(pair.match(tok) for tok in text.split()[1:]):
+            return "libsvm"
+    return "csv"
+
+
+def _split_fields(text: str, delim: int) -> list[str]:
+    if delim < 0:
+        return text.split()
+    return [t.strip() for t in text.split(chr(delim))]
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok.strip("\"'"))
+    except ValueError:
+        return False
+    return True
+
+
+def _looks_like_header(fields: list[str], label_col: int) -> bool:
+    features = [t for k, t in enumerate(fields) if k != label_col]
+    if not any(_is_number(t) for t in features):  # names, not values
+        return True
+    # a header written by a dataframe library: the column numbers 0..k-1 or 1..k
+    try:
+        ints = [int(t.strip("\"'")) for t in fields]
+    except ValueError:
+        return False
+    k = len(ints)
+    return k >= 3 and ints in (list(range(k)), list(range(1, k + 1)))
+
+
+# --------------------------------------------------------------------------------------------
+# parsing
+# --------------------------------------------------------------------------------------------
+
+
+class _ZeroIndexSeen(Exception):
+    """A 0 feature index appeared while reading 1-based (auto mode restarts 0-based)."""
+
+
+def _gather_tokens(buf: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Byte tokens ``buf[s:e]`` for each span, as a fixed-width ``S`` array (vectorized)."""
+    lens = spans[:, 1] - spans[:, 0]
+    width = max(int(lens.max()) if lens.size else 1, 1)
+    offs = np.arange(width)
+    idx = np.minimum(spans[:, :1] + offs, buf.shape[0] - 1)
+    mat = np.where(offs < lens[:, None], buf[idx], 0).astype(np.uint8)
+    return np.ascontiguousarray(mat).view(f"S{width}").ravel()
+
+
+class _Chunk:
+    """One parsed row chunk: X rows, label codes and the file line of each row."""
+
+    __slots__ = ("X", "codes", "lines")
+
+    def __init__(self, X, codes, lines):
+        self.X, self.codes, self.lines = X, codes, lines
+
+
+class _Parser:
+    """Drive a parse kernel over blocks of lines; yield full row chunks."""
+
+    def __init__(self, path: str, fmt: str, n_features: int, dtype: np.dtype, chunk_rows: int,
+                 *, index_base: int = 1, label_col: int = 0, n_cols: int = 0, delim: int = -1):
+        self.path, self.fmt, self.index_base = path, fmt, index_base
+        self.label_col, self.n_cols, self.delim = label_col, n_cols, delim
+        self.X = np.zeros((chunk_rows, n_features), dtype=dtype)
+        self.spans = np.zeros((chunk_rows, 2), dtype=np.int64)
+        self.lines = np.zeros(chunk_rows, dtype=np.int64)
+        self.codes = np.zeros(chunk_rows, dtype=np.int32)
+        self.slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
+        self.stats = np.array([0, np.iinfo(np.int64).max, 0], dtype=np.int64)
+        self.filled = 0
+        self.line = 0
+        self.tokens: dict[bytes, int] = {}
+
+    def _call(self, buf, pos):
+        if self.fmt == "libsvm":
+            return K._parse_libsvm(buf, self.X, self.spans, self.lines, self.slow, self.stats,
+                                   pos, self.filled, self.line, self.index_base)
+        return K._parse_dense(buf, self.X, self.spans, self.lines, self.slow, self.stats,
+                              pos, self.filled, self.line, self.label_col, self.n_cols,
+                              self.delim)
+
+    def feed(self, buf: np.ndarray, start: int = 0) -> Iterator[_Chunk]:
+        pos = start
+        while True:
+            row0 = self.filled
+            pos, r, line, status, err = self._call(buf, pos)
+            if status < 0:
+                self._raise(buf, status, err, line)
+            if r > row0:
+                self._codes(buf, row0, r)
+            self._fix_slow(buf)
+            if status == K.SLOW_FULL and r == row0:  # one row with more slow values than room
+                self.slow = np.zeros((2 * self.slow.shape[0], 4), dtype=np.int64)
+            self.filled, self.line = r, line
+            if status == K.FULL:
+                yield self._emit()
+            elif status == K.DONE:
+                return
+
+    def finish(self) -> Iterator[_Chunk]:
+        if self.filled:
+            yield self._emit()
+
+    def _emit(self) -> _Chunk:
+        n = self.filled
+        X = self.X[:n]
+        if not np.isfinite(X).all():
+            r, c = np.argwhere(~np.isfinite(X))[0]
+            raise ValueError(
+                f"{self.path}, line {self.lines[r] + 1}: non-finite value {X[r, c]} in feature "
+                f"column {c} (0-based); remove or impute NaN/inf before ingesting"
+            )
+        chunk = _Chunk(X, self.codes[:n], self.lines[:n])
+        return chunk
+
+    def reset(self) -> None:
+        """Called by the consumer once it has written the emitted chunk."""
+        if self.fmt == "libsvm":
+            self.X[: self.filled] = 0
+        self.filled = 0
+
+    def _codes(self, buf, a, b) -> None:
+        toks = _gather_tokens(buf, self.spans[a:b])
+        uniq, inv = np.unique(toks, return_inverse=True)
+        table = self.tokens
+        m = np.array([table.setdefault(bytes(t), len(table)) for t in uniq], dtype=np.int32)
+        self.codes[a:b] = m[inv.ravel()]
+
+    def _fix_slow(self, buf) -> None:
+        k = int(self.stats[2])
+        for row, col, s, e in self.slow[:k]:
+            tok = bytes(buf[s:e]).decode("utf-8", "replace").strip().strip("\"'")
+            try:
+                self.X[row, col] = float(tok)
+            except ValueError:
+                raise ValueError(
+                    f"{self.path}, line {self.lines[row] + 1}: cannot read {tok!r} as a number "
+                    f"(feature column {col}, 0-based)"
+                ) from None
+        self.stats[2] = 0
+
+    def _raise(self, buf, status, err, line) -> None:
+        end = err
+        while end < buf.shape[0] and buf[end] not in (9, 10, 13, 32):
+            end += 1
+        tok = bytes(buf[err:end]).decode("utf-8", "replace")
+        where = f"{self.path}, line {line + 1}"
+        d = self.X.shape[1]
+        if status == K.E_ZERO:
+            if self.index_base == 1:
+                raise _ZeroIndexSeen(where)
+        if status == K.E_RANGE:
+            raise ValueError(
+                f"{where}: feature index in {tok!r} is beyond n_features={d} (indices read as "
+                f"{self.index_base}-based); pass a larger n_features or leave it None"
+            )
+        if status in (K.E_INDEX, K.E_ZERO):
+            raise ValueError(f"{where}: {tok!r} does not start with a valid feature index")
+        if status == K.E_COLON:
+            raise ValueError(f"{where}: token {tok!r} is not of the form index:value")
+        if status == K.E_EMPTY:
+            raise ValueError(f"{where}: empty value near {tok!r}")
+        raise ValueError(
+            f"{where}: expected {self.n_cols} fields (as in the first data line), found another "
+            "number; check the delimiter and the rows"
+        )
+
+
+def _scan(path, compression, fmt, hasher) -> tuple[int, int, int]:
+    """Rows, largest and smallest feature index (LIBSVM) in one streaming pass."""
+    stats = np.array([0, -1, np.iinfo(np.int64).max], dtype=np.int64)
+    kernel = K._scan_libsvm if fmt == "libsvm" else K._scan_rows
+    with _open_text(path, compression, hasher) as f:
+        for buf in _iter_blocks(f):
+            kernel(buf, stats)
+    return int(stats[0]), int(stats[1]), int(stats[2])
+
+
+# --------------------------------------------------------------------------------------------
+# labels
+# --------------------------------------------------------------------------------------------
+
+
+def _jsonable(v):
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return int(f) if f.is_integer() else f
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (np.str_, np.bytes_)):
+        return str(v)
+    return v
+
+
+def _label_table(tokens: dict[bytes, int], pos_label, positive_classes, where: str):
+    """Map label codes to +1/-1; return (lut int8 per code, classes [[neg...], [pos...]])."""
+    if not tokens:
+        raise ValueError(f"{where}: no data rows")
+    raw = [t.decode("utf-8", "replace").strip().strip("\"'") for t in tokens]
+    try:
+        values: np.ndarray = np.array([float(s) for s in raw], dtype=np.float64)
+        if not np.isfinite(values).all():
+            bad = raw[int(np.argmin(np.isfinite(values)))]
+            raise ValueError(f"{where}: label {bad!r} is not a finite number")
+    except ValueError as exc:
+        if "finite" in str(exc):
+            raise
+        values = np.array(raw)
+    uniq, inv = np.unique(values, return_inverse=True)
+    try:
+        positives = label_classes(uniq, pos_label, positive_classes)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    is_pos = np.isin(uniq, positives)
+    lut = np.where(is_pos[inv.ravel()], 1, -1).astype(np.int8)
+    classes = [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
+    return lut, classes
+
+
+def _array_label_table(uniq: np.ndarray, pos_label, positive_classes):
+    positives = label_classes(uniq, pos_label, positive_classes)
+    is_pos = np.isin(uniq, positives)
+    return positives, [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
+
+
+# --------------------------------------------------------------------------------------------
+# ingest from text
+# --------------------------------------------------------------------------------------------
+
+
+def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"dtype must be float32 or float64; got {dtype}")
+    if chunk_rows is not None:
+        check_param("chunk_rows", chunk_rows, int, low=1)
+    check_param("shuffle", shuffle, bool)
+    check_param("overwrite", overwrite, bool)
+    if store_exists(store) and not overwrite:
+        raise FileExistsError(
+            f"{os.fspath(store)} already exists; pass overwrite=True (--overwrite) to replace it"
+        )
+    return dtype
+
+
+def _spill_dir(store) -> str:
+    p = os.fspath(store)
+    parent = None if _is_url(p) else (os.path.dirname(os.path.abspath(_local(p))) or ".")
+    if parent is not None:
+        os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=".daskauc-spill-", dir=parent)
+
+
+def ingest(
+    source: str | os.PathLike,
+    store: str | os.PathLike,
+    *,
+    format: str | None = None,
+    n_features: int | None = None,
+    pos_label=None,
+    positive_classes: Sequence | None = None,
+    label_column: int = -1,
+    delimiter: str | None = None,
+    header: bool | None = None,
+    dtype="float32",
+    chunk_rows: int | None = None,
+    shuffle: bool = False,
+    random_state=None,
+    overwrite: bool = False,
+    zero_based: bool | str = "auto",
+) -> Dataset:
+    """Ingest a LIBSVM/svmlight or dense text file into a Zarr dataset store.
+
+    Parameters
+    ----------
+    source : path
+        The text file, optionally compressed (``.bz2``, ``.xz``/``.lzma``, ``.gz``, or detected
+        from its first bytes); decompressed on the fly, never to disk.
+    store : path or URL
+        The dataset store to create.
+    format : {"libsvm", "svmlight", "csv", "dense"}, optional
+        Detected when None: ``.libsvm .svm .svmlight .t .trn .tst`` are LIBSVM, ``.csv .tsv``
+        dense; any other name is LIBSVM if its first lines hold ``index:value`` tokens, else
+        dense text.
+    n_features : int, optional
+        LIBSVM width. When None the largest index seen is used, which needs a first cheap
+        streaming scan of the file; when given, the file is read once (and an index beyond it
+        is an error).
+    pos_label, positive_classes :
+        Which raw labels are positive, as in :func:`daskauc._validation.label_classes`: with
+        neither, the labels must be two-valued and the larger is positive (-1/+1, 0/1, 1/2,
+        ``no``/``yes``); ``positive_classes=[...]`` groups a multi-class file. Numeric label
+        tokens are compared as numbers (``1``, ``+1`` and ``1.0`` are one class).
+    label_column : int
+        Dense text: the column holding the label (negative counts from the end).
+    delimiter : str, optional
+        Dense text: one character, or None for a comma in ``.csv`` files, a tab in ``.tsv``
+        files, else a comma if the first data line has one and any whitespace otherwise.
+    header : bool, optional
+        Dense text: whether the first line is a header. None detects it: a first line whose
+        feature fields are all non-numeric, or that is just the column numbers 0..k-1 or 1..k
+        (a first line with only some non-numeric fields is data, and fails with its line).
+    dtype : {"float32", "float64"}
+    chunk_rows : int, optional
+        Rows per chunk; default from :func:`daskauc._config.chunk_rows_for` (about 64 MiB).
+    shuffle : bool
+        Write the rows in a uniformly random order (bounded memory, through a temporary spill
+        file next to the store), so that chunks are exchangeable.
+    random_state : None, int, SeedSequence or Generator
+        Seed of the shuffle; its entropy is recorded in the attributes.
+    overwrite : bool
+        Replace an existing store (only once the new one is complete).
+    zero_based : {"auto", True, False}
+        LIBSVM index base. "auto" reads indices as 1-based unless an index 0 occurs (then the
+        file is read again as 0-based when it was read in one pass).
+
+    Returns
+    -------
+    Dataset
+        The new store opened as dask arrays.
+
+    Notes
+    -----
+    Parsing is done by numba kernels over blocks of decompressed bytes; a row chunk is
+    written as soon as it is full, so memory is bounded by one chunk and one 8 MiB block.
+    Lines are split at ``#`` (comments), blank lines are skipped, LIBSVM ``qid:`` tokens are
+    ignored and a repeated index keeps its last value. Errors (a malformed token, NaN or inf,
+    a ragged dense row) name the file and the line. The attributes record the counts,
+    the classes mapped to -1 and +1, the source (path, format, compression, sha256 of the
+    stored bytes, size, mtime), the creation parameters, the dtype, the chunking and the
+    shuffle seed.
+    """
+    path = os.fspath(source)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle)
+    if n_features is not None:
+        check_param("n_features", n_features, int, low=1)
+    check_param("label_column", label_column, int)
+    if zero_based not in ("auto", True, False):
+        raise ValueError(f"zero_based must be 'auto', True or False; got {zero_based!r}")
+    if header not in (None, True, False):
+        raise ValueError(f"header must be None, True or False; got {header!r}")
+    if format is not None and format not in _FORMATS:
+        raise ValueError(f"format must be one of {sorted(_FORMATS)} or None; got {format!r}")
+    if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1):
+        raise ValueError(f"delimiter must be a single character or None; got {delimiter!r}")
+
+    compression = _compression_of(path)
+    head = _head_lines(path, compression)
+    if not head:
+        raise ValueError(f"{path} holds no data lines")
+    fmt = _FORMATS[format] if format is not None else _detect_format(path, head)
+
+    opts: dict[str, Any] = {"fmt": fmt, "compression": compression}
+    if fmt == "csv":
+        opts.update(_dense_layout(path, head, delimiter, header, label_column, n_features))
+    elif header:
+        raise ValueError("header=True applies to dense text, not to LIBSVM files")
+
+    params = {
+        "format": fmt, "n_features": n_features, "pos_label": _jsonable(pos_label),
+        "positive_classes": None if positive_classes is None
+        else [_jsonable(v) for v in positive_classes],
+        "label_column": label_column, "delimiter": delimiter, "header": header,
+        "dtype": dtype.name, "chunk_rows": chunk_rows, "shuffle": shuffle,
+        "zero_based": zero_based,
+    }
+    kw = dict(path=path, store=store, opts=opts, n_features=n_features, pos_label=pos_label,
+              positive_classes=positive_classes, dtype=dtype, chunk_rows=chunk_rows,
+              shuffle=shuffle, random_state=random_state, overwrite=overwrite, params=params)
+    try:
+        _ingest_text(zero_based=zero_based, **kw)
+    except _ZeroIndexSeen as exc:
+        if zero_based is False:
+            raise ValueError(
+                f"{exc}: feature index 0 in a file read with zero_based=False") from None
+        logger.info("%s: feature index 0 found; reading the file again as 0-based", path)
+        _ingest_text(zero_based=True, **kw)
+    return open_dataset(store)
+
+
+def _dense_layout(path, head, delimiter, header, label_column, n_features) -> dict:
+    ext = os.path.splitext(path)[1].lower()
+    if ext in _COMPRESSION_EXT:
+        ext = os.path.splitext(os.path.splitext(path)[0])[1].lower()
+    first_line, first = head[0]
+    if delimiter is None:
+        if ext in _DENSE_EXT:
+            delim = ord(_DENSE_EXT[ext])
+        else:
+            delim = ord(",") if "," in first else -1
+    else:
+        delim = -1 if delimiter == " " else ord(delimiter)
+    fields = _split_fields(first, delim)
+    n_cols = len(fields)
+    if n_cols < 2:
+        raise ValueError(f"{path}, line {first_line + 1}: found {n_cols} field(s); need the "
+                         "label and at least one feature (check the delimiter)")
+    if not -n_cols <= label_column < n_cols:
+        raise ValueError(f"label_column={label_column} is out of range for {n_cols} columns")
+    label_col = label_column % n_cols
+    if header is None:
+        header = _looks_like_header(fields, label_col)
+    if n_features is not None and n_features != n_cols - 1:
+        raise ValueError(f"{path} has {n_cols - 1} feature columns but n_features={n_features}")
+    return {"delim": delim, "n_cols": n_cols, "label_col": label_col, "header": bool(header),
+            "header_line": first_line, "n_features": n_cols - 1}
+
+
+def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, dtype,
+                 chunk_rows, shuffle, random_state, overwrite, params, zero_based) -> None:
+    fmt, compression = opts["fmt"], opts["compression"]
+    hasher: list = []
+    n_rows = None
+    index_base = 0 if zero_based is True else 1
+    if fmt == "libsvm":
+        if n_features is None or shuffle:
+            n_rows, max_idx, min_idx = _scan(path, compression, fmt, hasher)
+            if zero_based == "auto" and min_idx == 0:
+                index_base = 0
+            if n_features is None:
+                if max_idx < 0:
+                    raise ValueError(f"{path}: no feature index found; pass n_features")
+                n_features = max_idx + 1 - index_base
+    else:
+        n_features = opts["n_features"]
+        if shuffle:
+            n_rows, _, _ = _scan(path, compression, fmt, hasher)
+            n_rows -= int(opts["header"])
+    if n_rows is not None and n_rows == 0:
+        raise ValueError(f"{path} holds no data rows")
+    d = int(n_features)
+    cr = int(chunk_rows or _config.chunk_rows_for(d, dtype.itemsize, n_rows))
+    parser = _Parser(path, fmt, d, dtype, cr, index_base=index_base,
+                     label_col=opts.get("label_col", 0), n_cols=opts.get("n_cols", 0),
+                     delim=opts.get("delim", -1))
+    seed = seed_sequence(random_state) if shuffle else None
+
+    spill = _spill_dir(store)
+    writer = None
+    try:
+        with writing_store(store, overwrite=overwrite, kind="dataset") as group:
+            zX = group.create_array("X", shape=(n_rows or 0, d), chunks=(cr, d), dtype=dtype)
+            if shuffle:
+                writer = _ShuffleWriter(
+                    zX, spill, n_rows, cr, d, dtype, seed)
+            else:
+                writer = _DirectWriter(zX, spill, cr, known_rows=n_rows is not None)
+            with _open_text(path, compression, None if hasher else hasher) as f:
+                blocks = _iter_blocks(f)
+                for k, buf in enumerate(blocks):
+                    start = 0
+                    if k == 0 and fmt == "csv" and opts["header"]:
+                        start = _skip_lines(buf, opts["header_line"] + 1)
+                        parser.line = opts["header_line"] + 1
+                    for chunk in parser.feed(buf, start):
+                        writer.write(chunk)
+                        parser.reset()
+                for chunk in parser.finish():
+                    writer.write(chunk)
+                    parser.reset()
+            n = writer.n
+            if n == 0:
+                raise ValueError(f"{path} holds no data rows")
+            if n_rows is not None and n != n_rows:
+                raise RuntimeError(f"{path} changed while it was read ({n_rows} then {n} rows)")
+            lut, classes = _label_table(parser.tokens, pos_label, positive_classes, path)
+            zy = group.create_array("y", shape=(n,), chunks=(cr,), dtype=np.int8)
+            counts = writer.finish(zy, lut)
+            sha = hasher[0].sha256.hexdigest()
+            stat = os.stat(path)
+            group.attrs.update({
+                "n_samples": int(n), "n_features": d,
+                "n_negative": int(counts[0]), "n_positive": int(counts[1]),
+                "classes": classes,
+                "source": os.path.abspath(path), "source_format": fmt,
+                "source_compression": compression, "source_sha256": sha,
+                "source_size": int(stat.st_size),
+                "source_mtime": _dt.datetime.fromtimestamp(
+                    stat.st_mtime, tz=_dt.timezone.utc).isoformat(),
+                "zero_based": bool(index_base == 0) if fmt == "libsvm" else None,
+                "header": opts.get("header"),
+                "dtype": dtype.name, "chunk_rows": cr,
+                "shuffled": bool(shuffle),
+                "shuffle_seed": None if seed is None else str(seed.entropy),
+                "params": params,
+                "created": _dt.datetime.now(tz=_dt.timezone.utc).isoformat(),
+            })
+    finally:
+        if writer is not None:
+            writer.close()
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _skip_lines(buf: np.ndarray, n_lines: int) -> int:
+    pos = 0
+    for _ in range(n_lines):
+        nl = np.flatnonzero(buf[pos:] == 10)
+        pos = pos + int(nl[0]) + 1 if nl.size else buf.shape[0]
+    return pos
+
+
+class _DirectWriter:
+    """Write chunks in file order; spill label codes to a temporary file."""
+
+    def __init__(self, zX, spill: str, cr: int, known_rows: bool):
+        self.zX, self.cr, self.known = zX, cr, known_rows
+        self.codes_path = os.path.join(spill, "codes.i32")
+        self.codes_file = open(self.codes_path, "wb")  # noqa: SIM115 - closed in finish
+        self.n = 0
+
+    def close(self) -> None:
+        self.codes_file.close()
+
+    def write(self, chunk: _Chunk) -> None:
+        m = chunk.X.shape[0]
+        a, b = self.n, self.n + m
+        if not self.known:
+            self.zX.resize((b, self.zX.shape[1]))
+        self.zX[a:b] = chunk.X
+        chunk.codes.tofile(self.codes_file)
+        self.n = b
+
+    def finish(self, zy, lut: np.ndarray) -> np.ndarray:
+        self.close()
+        counts = np.zeros(2, dtype=np.int64)
+        for a in range(0, self.n, self.cr):
+            m = min(self.cr, self.n - a)
+            codes = np.fromfile(self.codes_path, dtype=np.int32, count=m, offset=4 * a)
+            yb = lut[codes]
+            zy[a : a + m] = yb
+            pos = int(np.count_nonzero(yb > 0))
+            counts += (m - pos, pos)
+        return counts
+
+
+class _ShuffleWriter:
+    """Bounded-memory shuffle: spill each row into its destination chunk's region, then
+    read every destination chunk back, put its rows in their final order and write it.
+
+    The final order is a uniform random permutation ``perm`` (row ``i`` goes to position
+    ``perm[i]``), drawn from the seed; only n-vectors are held in memory besides one chunk.
+    """
+
+    def __init__(self, zX, spill: str, n: int, cr: int, d: int, dtype, seed):
+        self.zX, self.cr, self.d, self.dtype, self.n_total = zX, cr, d, dtype, n
+        rng = np.random.default_rng(seed)
+        self.perm = rng.permutation(n)
+        self.fill = np.zeros(-(-n // cr), dtype=np.int64)
+        self.row_bytes = d * dtype.itemsize
+        self.x_path = os.path.join(spill, "X.bin")
+        self.c_path = os.path.join(spill, "codes.i32")
+        self.x_fd = os.open(self.x_path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.c_fd = os.open(self.c_path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.n = 0
+
+    def close(self) -> None:
+        for fd in (self.x_fd, self.c_fd):
+            try:
+                os.close(fd)
+            except OSError:  # already closed
+                pass
+
+    def write(self, chunk: _Chunk) -> None:
+        m = chunk.X.shape[0]
+        a, b = self.n, self.n + m
+        if b > self.n_total:
+            raise RuntimeError("the file has more rows than its first scan found")
+        dest = self.perm[a:b] // self.cr
+        order = np.argsort(dest, kind="stable")
+        bounds = np.searchsorted(dest[order], np.arange(self.fill.size + 1))
+        for j in np.flatnonzero(np.diff(bounds)):
+            sel = order[bounds[j] : bounds[j + 1]]
+            off = j * self.cr + self.fill[j]
+            os.pwrite(self.x_fd, np.ascontiguousarray(chunk.X[sel]).data, int(off) * self.row_bytes)
+            os.pwrite(self.c_fd, np.ascontiguousarray(chunk.codes[sel]).data, int(off) * 4)
+            self.fill[j] += sel.size
+        self.n = b
+
+    def finish(self, zy, lut: np.ndarray) -> np.ndarray:
+        self.close()
+        inv = np.argsort(self.perm)  # inv[p] = source row at final position p
+        del self.perm
+        counts = np.zeros(2, dtype=np.int64)
+        for j in range(self.fill.size):
+            a = j * self.cr
+            m = min(self.cr, self.n - a)
+            bucket = np.fromfile(self.x_path, dtype=self.dtype, count=m * self.d,
+                                 offset=a * self.row_bytes).reshape(m, self.d)
+            codes = np.fromfile(self.c_path, dtype=np.int32, count=m, offset=4 * a)
+            order = np.argsort(inv[a : a + m])
+            X = np.empty_like(bucket)
+            X[order] = bucket
+            yb = np.empty(m, dtype=np.int8)
+            yb[order] = lut[codes]
+            self.zX[a : a + m] = X
+            zy[a : a + m] = yb
+            pos = int(np.count_nonzero(yb > 0))
+            counts += (m - pos, pos)
+        return counts
+
+
+# --------------------------------------------------------------------------------------------
+# arrays
+# --------------------------------------------------------------------------------------------
+
+
+def ingest_array(
+    X,
+    y,
+    store: str | os.PathLike,
+    *,
+    pos_label=None,
+    positive_classes: Sequence | None = None,
+    dtype=None,
+    chunk_rows: int | None = None,
+    shuffle: bool = False,
+    random_state=None,
+    overwrite: bool = False,
+    attrs: dict | None = None,
+) -> Dataset:
+    """Write a numpy or dask ``X`` and labels ``y`` of any two-valued convention to a store.
+
+    Parameters
+    ----------
+    X : array-like or dask array, shape (n_samples, n_features)
+        Integer and boolean data become float64 unless ``dtype`` says otherwise.
+    y : array-like or dask array, shape (n_samples,)
+        Raw labels, mapped to {-1, +1} by ``pos_label`` / ``positive_classes`` as in
+        :func:`daskauc._validation.label_classes`.
+    store : path or URL
+    dtype : {None, "float32", "float64"}
+    chunk_rows : int, optional
+        Rows per Zarr chunk (default: dask input keeps its first chunk size; numpy input gets
+        :func:`daskauc._config.chunk_rows_for`).
+    shuffle : bool
+        Write the rows in a uniformly random order. numpy input is permuted one output chunk
+        at a time; dask input with :func:`dask.array.shuffle` (a task-based shuffle, bounded
+        memory per task).
+    random_state : seed of the shuffle.
+    overwrite : bool
+    attrs : dict, optional
+        Extra JSON-serializable attributes.
+
+    Returns
+    -------
+    Dataset
+
+    Notes
+    -----
+    numpy input is written from the client chunk by chunk (it is already in this process);
+    dask input is written by :func:`write_dataset` in one compute on the current scheduler,
+    with finiteness checked and class counts taken in that same pass. For dask ``y`` the
+    distinct labels are found first (one small pass over ``y`` only).
+    """
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+    _check_common(dtype or np.float64, chunk_rows, overwrite, store, shuffle)
+    seed = seed_sequence(random_state) if shuffle else None
+    base_attrs = {
+        "source": "array", "source_format": "dask" if isinstance(X, da.Array) else "numpy",
+        "shuffled": bool(shuffle),
+        "shuffle_seed": None if seed is None else str(seed.entropy),
+        "params": {"pos_label": _jsonable(pos_label),
+                   "positive_classes": None if positive_classes is None
+                   else [_jsonable(v) for v in positive_classes],
+                   "dtype": None if dtype is None else dtype.name, "chunk_rows": chunk_rows,
+                   "shuffle": shuffle},
+        "created": _dt.datetime.now(tz=_dt.timezone.utc).isoformat(),
+        **(attrs or {}),
+    }
+
+    if isinstance(X, da.Array) or isinstance(y, da.Array):
+        Xd = as_row_chunked(X, dtype=dtype, check_finite_values=False)  # checked when written
+        yd = y if isinstance(y, da.Array) else da.from_array(np.asarray(y), chunks=-1)
+        if yd.ndim == 2 and yd.shape[1] == 1:
+            yd = yd.ravel()
+        if yd.ndim != 1 or yd.shape[0] != Xd.shape[0]:
+            raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
+        uniq = np.unique(da.unique(yd).compute())
+        if uniq.dtype.kind == "f" and not np.isfinite(uniq).all():
+            raise ValueError("y contains NaN or infinity")
+        positives, classes = _array_label_table(uniq, pos_label, positive_classes)
+        yd = yd.rechunk((Xd.chunks[0],)).map_blocks(
+            _to_pm1, positives, dtype=np.int8, token="daskauc-labels")
+        cr = int(chunk_rows or max(Xd.chunks[0]))
+        if shuffle:
+            n = Xd.shape[0]
+            perm = np.random.default_rng(seed).permutation(n)
+            groups = [perm[a : a + cr].tolist() for a in range(0, n, cr)]
+            Xd = da.shuffle(Xd, groups, axis=0)
+            yd = da.shuffle(yd, groups, axis=0)
+        return write_dataset(Xd, yd, store, attrs={"classes": classes, **base_attrs},
+                             overwrite=overwrite, chunk_rows=cr)
+
+    Xn = np.asarray(X)
+    if Xn.dtype == object:
+        raise TypeError("X has dtype object; convert it to a numeric array first")
+    if Xn.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {Xn.shape}")
+    target = dtype or (Xn.dtype if Xn.dtype in (np.float32, np.float64) else np.dtype(np.float64))
+    if Xn.dtype.kind not in "fiub":
+        raise TypeError(f"X must hold real numbers; got dtype {Xn.dtype}")
+    yn = np.asarray(y)
+    if yn.ndim == 2 and yn.shape[1] == 1:
+        yn = yn.ravel()
+    if yn.ndim != 1 or yn.shape[0] != Xn.shape[0]:
+        raise ValueError(f"X has {Xn.shape[0]} rows but y has shape {yn.shape}; they must match")
+    if yn.dtype.kind == "f" and not np.isfinite(yn).all():
+        row = int(np.argmin(np.isfinite(yn)))
+        raise ValueError(f"y contains NaN or infinity (first at row {row})")
+    if not np.isfinite(Xn).all():
+        row = int(np.argwhere(~np.isfinite(Xn))[0][0])
+        raise ValueError(f"X contains NaN or infinity (first in row {row}); impute or drop it")
+    n, d = Xn.shape
+    if n == 0:
+        raise ValueError("X has no rows")
+    positives, classes = _array_label_table(np.unique(yn), pos_label, positive_classes)
+    ypm = _to_pm1(yn, positives)
+    cr = int(chunk_rows or _config.chunk_rows_for(d, target.itemsize, n))
+    perm = np.random.default_rng(seed).permutation(n) if shuffle else None
+    with writing_store(store, overwrite=overwrite, kind="dataset") as group:
+        zX = group.create_array("X", shape=(n, d), chunks=(cr, d), dtype=target)
+        zy = group.create_array("y", shape=(n,), chunks=(cr,), dtype=np.int8)
+        for a in range(0, n, cr):
+            rows = slice(a, a + cr) if perm is None else perm[a : a + cr]
+            zX[a : a + cr] = np.asarray(Xn[rows], dtype=target)
+            zy[a : a + cr] = ypm[rows]
+        n_pos = int(np.count_nonzero(ypm > 0))
+        group.attrs.update({
+            "n_samples": n, "n_features": d, "n_positive": n_pos, "n_negative": n - n_pos,
+            "classes": classes, "dtype": target.name, "chunk_rows": cr, **base_attrs})
+    return open_dataset(store)
+
+
+def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:
+    return np.where(np.isin(block, positives), 1, -1).astype(np.int8)
+
+
+# --------------------------------------------------------------------------------------------
+# the generic dask writer
+# --------------------------------------------------------------------------------------------
+
+
+def _check_pm1(block: np.ndarray) -> np.ndarray:
+    if block.size and not np.isin(block, (-1, 1)).all():
+        bad = block[~np.isin(block, (-1, 1))][0]
+        raise ValueError(
+            f"y must hold only -1 and +1 (found {bad!r}); map labels with ingest_array")
+    return block.astype(np.int8, copy=False)
+
+
+def _class_counts(block: np.ndarray) -> np.ndarray:
+    return np.array([[np.count_nonzero(block < 0), np.count_nonzero(block > 0)]], dtype=np.int64)
+
+
+def _counts_attrs(counts) -> dict:
+    counts = np.asarray(counts).reshape(-1, 2).sum(axis=0)
+    return {"n_negative": int(counts[0]), "n_positive": int(counts[1])}
+
+
+def write_dataset(
+    X,
+    y,
+    store: str | os.PathLike,
+    *,
+    attrs: dict | None = None,
+    overwrite: bool = False,
+    compute: bool = True,
+    chunk_rows: int | None = None,
+    storage_options: dict | None = None,
+):
+    """Write a row-chunked dask ``X`` and a {-1, +1} dask ``y`` to a dataset store.
+
+    Parameters
+    ----------
+    X : dask array (n, d), chunked by rows (numpy is converted)
+    y : dask array (n,) of -1 / +1 (checked lazily in the same pass; written as int8)
+    store : path or URL
+    attrs : dict, optional
+        JSON-serializable attributes (provenance); ``n_samples``, ``n_features``, ``dtype``,
+        ``chunk_rows`` and the class counts ``n_positive`` / ``n_negative`` are added.
+    overwrite : bool
+    compute : bool
+        When False, nothing is written yet: a ``Delayed`` is returned whose computation (alone
+        or in one ``dask.compute`` with other work, sharing the pass over the input) writes
+        the arrays, counts the classes and then commits the store; it evaluates to the path.
+    chunk_rows : int, optional
+        Zarr chunk rows; default the largest dask row chunk. ``X`` and ``y`` are rechunked
+        to exactly that (each dask chunk one Zarr chunk), so parallel writes never share a
+        Zarr chunk.
+
+    Returns
+    -------
+    Dataset, or Delayed when ``compute=False``.
+    """
+    # finiteness is checked in the write pass; not with _validation.check_finite, whose fixed
+    # key name collides when two writes share one graph (split_store)
+    Xd = as_row_chunked(X)
+    yd = y if isinstance(y, da.Array) else da.from_array(np.asarray(y), chunks=-1)
+    if yd.ndim != 1 or yd.shape[0] != Xd.shape[0]:
+        raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
+    n, d = Xd.shape
+    if n == 0:
+        raise ValueError("X has no rows")
+    cr = int(chunk_rows or max(Xd.chunks[0]))
+    target = tuple([cr] * (n // cr) + ([n % cr] if n % cr else []))
+    if Xd.chunks[0] != target:
+        Xd = Xd.rechunk({0: cr})
+    yd = yd.rechunk((Xd.chunks[0],)).map_blocks(_check_pm1, dtype=np.int8,
+                                                token="daskauc-check-labels")
+    meta = {**(attrs or {}), "n_samples": int(n), "n_features": int(d),
+            "dtype": Xd.dtype.name, "chunk_rows": cr}
+    counts = yd.map_blocks(_class_counts, chunks=((1,) * yd.numblocks[0], (2,)), new_axis=1,
+                           dtype=np.int64, token="daskauc-class-counts").sum(axis=0)
+
+    def _arrays(group):
+        zX = group.create_array("X", shape=(n, d), chunks=(cr, d), dtype=Xd.dtype)
+        zy = group.create_array("y", shape=(n,), chunks=(cr,), dtype=np.int8)
+        return zX, zy
+
+    if compute:
+        with writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
+                           storage_options=storage_options) as group:
+            zX, zy = _arrays(group)
+            stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
+            _, c = dask.compute(stored, counts)
+            group.attrs.update(_counts_attrs(c))
+        return open_dataset(store, storage_options=storage_options)
+
+    pending = begin_store(store, kind="dataset", overwrite=overwrite, attrs=meta,
+                          storage_options=storage_options)
+    zX, zy = _arrays(pending.group)
+    stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
+    return pending.commit_delayed(stored, counts, attrs_from=_attrs_from_store_and_counts)
+
+
+def _attrs_from_store_and_counts(_stored, counts) -> dict:
+    return _counts_attrs(counts)

@@ -1,0 +1,199 @@
+"""Exact, stratified train / test splits of numpy arrays, dask arrays and dataset stores.
+
+The split is decided on the client from the n-vector of labels (small next to X): a boolean
+test mask with exactly ``round(test_size * n_c)`` test rows of every class ``c`` (half-way
+cases rounded up). Dask arrays are then cut chunk by chunk with that mask, so the result has
+KNOWN chunk sizes, every output chunk comes from exactly one input chunk (no data moves
+between chunks) and row order is preserved within train and within test.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from numbers import Real
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from .._validation import as_row_chunked, is_store_path, seed_sequence
+from .ingest import write_dataset
+from .store import open_dataset, store_exists
+
+__all__ = ["train_test_split", "split_store", "split_mask"]
+
+
+def _check_test_size(test_size) -> float:
+    if not isinstance(test_size, Real) or isinstance(test_size, bool) or not 0 < test_size < 1:
+        raise ValueError(
+            f"test_size must be a fraction strictly between 0 and 1; got {test_size!r}")
+    return float(test_size)
+
+
+def _round_half_up(x: float) -> int:
+    return int(np.floor(x + 0.5))
+
+
+def split_mask(y: np.ndarray, *, test_size: float = 0.2, stratify: bool = True,
+              random_state=None) -> np.ndarray:
+    """Boolean mask of the test rows.
+
+    With ``stratify`` every class ``c`` (distinct value of ``y``) gets exactly
+    ``round(test_size * n_c)`` test rows, chosen uniformly at random within the class;
+    otherwise ``round(test_size * n)`` rows are chosen uniformly at random.
+    """
+    test_size = _check_test_size(test_size)
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D; got shape {y.shape}")
+    n = y.shape[0]
+    rng = np.random.default_rng(seed_sequence(random_state))
+    mask = np.zeros(n, dtype=bool)
+    if stratify:
+        classes, inv = np.unique(y, return_inverse=True)
+        inv = inv.ravel()
+        order = np.argsort(inv, kind="stable")
+        bounds = np.searchsorted(inv[order], np.arange(classes.size + 1))
+        for c in range(classes.size):
+            members = order[bounds[c] : bounds[c + 1]]
+            k = _round_half_up(test_size * members.size)
+            mask[rng.choice(members, size=k, replace=False)] = True
+    else:
+        k = _round_half_up(test_size * n)
+        mask[rng.choice(n, size=k, replace=False)] = True
+    n_test = int(mask.sum())
+    if n_test == 0 or n_test == n:
+        raise ValueError(
+            f"test_size={test_size} leaves {'no test' if n_test == 0 else 'no training'} rows "
+            f"out of {n}; choose another test_size"
+        )
+    return mask
+
+
+def _select_blocks(x: da.Array, mask: np.ndarray, part: str) -> da.Array:
+    """Rows of a row-chunked dask array where ``mask`` holds; known chunks, one per input
+    chunk that keeps at least one row."""
+    bounds = np.concatenate([[0], np.cumsum(x.chunks[0])]).astype(np.int64)
+    name = f"daskauc-split-{part}-{tokenize(x.name, mask)}"
+    layer = {}
+    sizes = []
+    for i in range(len(x.chunks[0])):
+        m = mask[bounds[i] : bounds[i + 1]]
+        k = int(m.sum())
+        if k == 0:
+            continue
+        j = len(sizes)
+        if x.ndim == 2:
+            layer[(name, j, 0)] = (_take_rows, (x.name, i, 0), m)
+        else:
+            layer[(name, j)] = (_take_rows, (x.name, i), m)
+        sizes.append(k)
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
+    chunks = (tuple(sizes),) + x.chunks[1:]
+    return da.Array(graph, name, chunks, meta=x._meta)
+
+
+def _take_rows(block: np.ndarray, m: np.ndarray) -> np.ndarray:
+    return block[m]
+
+
+def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True,
+                     random_state=None):
+    """Split rows into train and test sets, stratified exactly by class.
+
+    Parameters
+    ----------
+    X : numpy array, dask array, or the path of a dataset store (then ``y`` is None)
+    y : labels (numpy or dask), any values; stratification is over their distinct values
+    test_size : float in (0, 1)
+    stratify : bool
+        Exactly ``round(test_size * n_c)`` test rows per class (half up) when True, else
+        ``round(test_size * n)`` rows at random.
+    random_state : None, int, SeedSequence or Generator
+
+    Returns
+    -------
+    X_train, X_test, y_train, y_test
+        numpy for numpy ``X``; dask arrays with known chunk sizes for dask ``X`` or a store
+        (``y`` follows ``X``'s kind). Row order is kept within each part.
+
+    Notes
+    -----
+    For dask input the labels are computed once on the client (an n-vector); ``X`` is not
+    read until the parts are computed, and each output chunk is a subset of one input chunk.
+    """
+    if is_store_path(X):
+        if y is not None:
+            raise ValueError("pass either a store path as X (and no y) or arrays X and y")
+        ds = open_dataset(X)
+        X, y = ds.X, ds.y
+    if y is None:
+        raise ValueError("y is required unless X is a dataset store path")
+    _check_test_size(test_size)
+
+    if isinstance(X, da.Array):
+        Xd = as_row_chunked(X, check_finite_values=False)
+        y_np = np.asarray(y.compute() if isinstance(y, da.Array) else y)
+        if y_np.ndim == 2 and y_np.shape[1] == 1:
+            y_np = y_np.ravel()
+        if y_np.shape != (Xd.shape[0],):
+            raise ValueError(f"X has {Xd.shape[0]} rows but y has shape {y_np.shape}")
+        mask = split_mask(y_np, test_size=test_size, stratify=stratify, random_state=random_state)
+        yd = da.from_array(y_np, chunks=(Xd.chunks[0],), name=False)
+        return (_select_blocks(Xd, ~mask, "train"), _select_blocks(Xd, mask, "test"),
+                _select_blocks(yd, ~mask, "train"), _select_blocks(yd, mask, "test"))
+
+    Xn = np.asarray(X)
+    yn = np.asarray(y.compute() if isinstance(y, da.Array) else y)
+    if yn.ndim == 2 and yn.shape[1] == 1:
+        yn = yn.ravel()
+    if Xn.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {Xn.shape}")
+    if yn.shape != (Xn.shape[0],):
+        raise ValueError(f"X has {Xn.shape[0]} rows but y has shape {yn.shape}")
+    mask = split_mask(yn, test_size=test_size, stratify=stratify, random_state=random_state)
+    return Xn[~mask], Xn[mask], yn[~mask], yn[mask]
+
+
+def split_store(store, train_store, test_store, *, test_size: float = 0.2,
+                stratify: bool = True, random_state=None, overwrite: bool = False):
+    """Split a dataset store into a train store and a test store in one pass over ``X``.
+
+    Returns
+    -------
+    (Dataset, Dataset)
+        The train and test stores, opened.
+
+    Notes
+    -----
+    Both stores are written by one ``dask.compute`` (each input chunk is read once), with
+    exact per-class test counts as :func:`train_test_split`. Their attributes keep the
+    source store's provenance and add ``split_of``, ``split_part``, ``test_size`` and the
+    seed entropy (``split_seed``) so the split can be reproduced.
+    """
+    test_size = _check_test_size(test_size)
+    for p in (train_store, test_store):
+        if store_exists(p) and not overwrite:
+            raise FileExistsError(
+                f"{os.fspath(p)} already exists; pass overwrite=True to replace it")
+    seed = seed_sequence(random_state)
+    ds = open_dataset(store)
+    X_tr, X_te, y_tr, y_te = train_test_split(ds.X, ds.y, test_size=test_size,
+                                              stratify=stratify, random_state=seed)
+    keep = {k: v for k, v in ds.attrs.items()
+            if not k.startswith("daskauc_") and k not in
+            ("n_samples", "n_positive", "n_negative", "chunk_rows", "n_features", "dtype")}
+    common = {**keep, "split_of": os.path.abspath(os.fspath(store)), "test_size": test_size,
+              "stratified": bool(stratify), "split_seed": str(seed.entropy),
+              "created": _dt.datetime.now(tz=_dt.timezone.utc).isoformat()}
+    cr = int(ds.attrs.get("chunk_rows") or max(ds.X.chunks[0]))
+    w_tr = write_dataset(X_tr, y_tr, train_store, attrs={**common, "split_part": "train"},
+                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_tr.shape[0]))
+    w_te = write_dataset(X_te, y_te, test_store, attrs={**common, "split_part": "test"},
+                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_te.shape[0]))
+    dask.compute(w_tr, w_te)
+    return open_dataset(train_store), open_dataset(test_store)
+
