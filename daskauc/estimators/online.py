@@ -1,0 +1,304 @@
+"""Online AUC baselines as scikit-learn estimators: OAM and Uni-Exp / Uni-Squ (SPEC §4.5)."""
+
+from __future__ import annotations
+
+import functools
+
+import dask.array as da
+import numpy as np
+
+from .._validation import (
+    as_row_chunked,
+    check_n_features,
+    check_params,
+    check_X_y,
+    seed_sequence,
+)
+from ..solvers._result import SolverResult
+from ..solvers.oam import UPDATES, oam
+from ..solvers.univariate import LOSSES, SCHEDULES, univariate_sgd
+from ._base import LinearAUCModel
+
+
+def _pm1_known(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    block = np.asarray(block).ravel()
+    known = np.isin(block, classes)
+    if not known.all():
+        bad = np.unique(block[~known])[:5].tolist()
+        raise ValueError(
+            f"y contains labels {bad} that are not among the classes {classes.tolist()} "
+            "given to (or learned by) the first fit / partial_fit call"
+        )
+    return np.where(block == classes[1], 1, -1).astype(np.int8)
+
+
+def _classes_arg(classes) -> np.ndarray:
+    classes = np.unique(np.asarray(classes))
+    if classes.size != 2:
+        raise ValueError(
+            f"classes must list exactly the two label values; got {classes.tolist()}"
+        )
+    return classes
+
+
+class _OnlineAUCModel(LinearAUCModel):
+    """fit / partial_fit shared by the online estimators (subclasses define the solver)."""
+
+    def _param_table(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:  # pragma: no cover
+        raise NotImplementedError
+
+    def _check(self) -> None:
+        check_params(self, self._param_table())
+        seed_sequence(self.random_state)  # TypeError for a bad random_state
+
+    def fit(self, X, y):
+        """Run ``n_epochs`` passes from scratch.
+
+        Parameters
+        ----------
+        X : array-like, dask array or dataset store path, shape (n, d).
+        y : labels with two values (the larger is positive), or None with a store path.
+
+        Returns
+        -------
+        self
+        """
+        self._check()
+        Xd, yd, classes = check_X_y(X, y)
+        result = self._solve(Xd, yd, n_epochs=self.n_epochs, state=None,
+                             validation=(Xd, yd) if self.record_auc else None)
+        self._set_result(result, classes, Xd.shape[1])
+        return self
+
+    def partial_fit(self, X, y, classes=None):
+        """One pass over ``X``, continuing from the current state (or starting one).
+
+        Parameters
+        ----------
+        X : array-like or dask array, shape (n, d).
+        y : labels; after the first call (or with ``classes``) a batch may hold one class.
+        classes : the two label values, needed on the first call only when ``y`` does not
+            hold both.
+
+        Returns
+        -------
+        self
+        """
+        self._check()
+        state = getattr(self, "_solver_state", None)
+        if state is None and classes is None:
+            Xd, yd, classes_ = check_X_y(X, y)
+            history = []
+        else:
+            classes_ = self.classes_ if state is not None else _classes_arg(classes)
+            Xd = as_row_chunked(X)
+            if state is not None:
+                check_n_features(Xd.shape, self.n_features_in_)
+            if isinstance(y, da.Array):
+                yd = y.rechunk((Xd.chunks[0],)).map_blocks(
+                    _pm1_known, classes_, dtype=np.int8, name="daskauc-labels")
+            else:
+                y_arr = np.asarray(y)
+                if y_arr.shape[0] != Xd.shape[0]:
+                    raise ValueError(
+                        f"X has {Xd.shape[0]} rows but y has {y_arr.shape[0]} labels; "
+                        "they must match"
+                    )
+                yd = da.from_array(_pm1_known(y_arr, classes_), chunks=(Xd.chunks[0],),
+                                   name=False)
+            history = list(getattr(self, "history_", []))
+        result = self._solve(Xd, yd, n_epochs=1, state=state,
+                             validation=(Xd, yd) if self.record_auc else None)
+        self._set_result(result, classes_, Xd.shape[1])
+        self.history_ = history + self.history_
+        return self
+
+
+class OAM(_OnlineAUCModel):
+    """Online AUC maximization with reservoir buffers (OAMseq / OAMgra).
+
+    Linear scores ``X @ coef_``; on a Nystroem embedding this is the "NOAM" baseline of
+    Khalid et al.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Penalty of the pairwise hinge.
+    buffer_size : int, default=100
+        Reservoir size K of each class.
+    update : {"seq", "gra"}, default="seq"
+        Sequential passive-aggressive steps per buffered row (OAMseq) or one gradient step
+        over the violating buffered rows (OAMgra).
+    eta : float, default=0.5
+        Step size of OAMgra (unused by OAMseq); 0.5 caps a pair's step at ``c_t / 2`` as
+        OAMseq does.
+    average : bool, default=False
+        Use the uniform average of the iterates (one per row) instead of Zhao et al.'s last
+        iterate.
+    n_epochs : int, default=1
+        Passes over the data in ``fit`` (``partial_fit`` makes one).
+    shuffle : bool, default=True
+        Random chunk order and random row order inside each chunk, every epoch.
+    record_auc : bool, default=False
+        Record the training AUC in ``history_`` after every epoch (one extra pass each; with
+        ``partial_fit``, the AUC on the batch, which must then hold both classes).
+    random_state : None, int or numpy Generator, default=None
+        Seed of every random choice (orders and reservoir decisions).
+
+    Attributes
+    ----------
+    coef_ : ndarray (d,)
+        The last iterate ``w`` (or the average, with ``average``).
+    classes_ : ndarray (2,)
+        ``[negative, positive]`` label values.
+    n_iter_ : int
+        Epochs run so far.
+    history_ : list of dict
+        Per epoch: ``epoch``, ``rows`` seen, ``seconds`` and (``record_auc``) ``auc``.
+
+    Notes
+    -----
+    Objective ``(1/2)||w||^2 + C sum_{i in P, j in N} max(0, 1 - w.(x_i - x_j))``, met online:
+    row ``t`` pays ``c_t sum_{x in B} max(0, 1 - y_t w.(x_t - x))`` against the buffer ``B``
+    of the other class, ``c_t = C max(1, N_t / K)`` with ``N_t`` rows of that class seen.
+    OAMseq: ``tau = min(c_t / 2, hinge / ||x_t - x||^2)``, ``w += tau y_t (x_t - x)`` for each
+    ``x`` in turn; OAMgra: ``w += eta c_t y_t sum_{hinge > 0} (x_t - x)``. Then ``x_t``
+    enters its class's reservoir with probability ``min(1, K / k)`` (the ``k``-th row of its
+    class). See :func:`daskauc.solvers.oam.oam`.
+
+    The last iterate is noisy: on ijcnn1 (LIBSVM features, one epoch, K = 100, mean of 3
+    seeds) OAMseq's test AUC was 0.77-0.85 for C in {2^-10, 2^-7, 2^-4, 2^-1}, and 0.898
+    (C = 1) to 0.906 (C = 2^-10) with ``average=True``; Natole et al. report 0.921 for OAMseq
+    with C chosen by cross-validation.
+
+    References
+    ----------
+    Zhao, Hoi, Jin & Yang, "Online AUC Maximization", ICML 2011.
+    Khalid, Ray & Chitsaz, "Scalable Nonlinear AUC Maximization Methods" (NOAM).
+    """
+
+    def __init__(self, C: float = 1.0, *, buffer_size: int = 100, update: str = "seq",
+                 eta: float = 0.5, average: bool = False, n_epochs: int = 1,
+                 shuffle: bool = True, record_auc: bool = False, random_state=None):
+        self.C = C
+        self.buffer_size = buffer_size
+        self.update = update
+        self.eta = eta
+        self.average = average
+        self.n_epochs = n_epochs
+        self.shuffle = shuffle
+        self.record_auc = record_auc
+        self.random_state = random_state
+
+    def _param_table(self) -> dict:
+        return {
+            "C": (float, dict(low=0.0, include_low=False)),
+            "buffer_size": (int, dict(low=1)),
+            "update": (str, dict(choices=UPDATES)),
+            "eta": (float, dict(low=0.0, include_low=False)),
+            "average": (bool, {}),
+            "n_epochs": (int, dict(low=1)),
+            "shuffle": (bool, {}),
+            "record_auc": (bool, {}),
+        }
+
+    def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:
+        return oam(X, y, C=float(self.C), buffer_size=int(self.buffer_size), update=self.update,
+                   eta=float(self.eta), average=self.average, n_epochs=n_epochs,
+                   shuffle=self.shuffle, random_state=self.random_state, state=state,
+                   validation=validation)
+
+
+class UnivariateAUC(_OnlineAUCModel):
+    """Online SGD on the class-weighted univariate exponential or squared loss.
+
+    Parameters
+    ----------
+    loss : {"exp", "square"}, default="exp"
+        ``exp(-y s)`` (Uni-Exp) or ``(1 - y s)^2`` (Uni-Squ), ``s = w.x + b``.
+    lam : float, default=0.0
+        L2 penalty ``(lam/2)||w||^2``.
+    eta0 : float, default=0.01
+        Step size: ``eta0 / sqrt(t)`` or constant, by ``schedule``.
+    schedule : {"invsqrt", "constant"}, default="invsqrt"
+        Step size schedule.
+    n_epochs : int, default=5
+        Passes over the data in ``fit`` (``partial_fit`` makes one).
+    average : bool, default=True
+        Use the uniform average of the iterates (else the last iterate).
+    shuffle : bool, default=True
+        Random chunk order and random row order inside each chunk, every epoch.
+    record_auc : bool, default=False
+        Record the training AUC in ``history_`` after every epoch (one extra pass each).
+    random_state : None, int or numpy Generator, default=None
+        Seed of the chunk and row orders.
+
+    Attributes
+    ----------
+    coef_ : ndarray (d,)
+        ``w`` (averaged or last).
+    offset_ : float
+        The learned offset ``b`` (averaged or last); it does not enter
+        ``decision_function`` because AUC ignores it.
+    classes_, n_iter_, history_ : as for :class:`OAM` (``history_`` rows have ``steps``).
+
+    Notes
+    -----
+    Objective, ``p`` the fraction of positives:
+    ``(1/n) sum_i [1(y_i = 1)/p + 1(y_i = -1)/(1 - p)] l(y_i (w.x_i + b)) + (lam/2)||w||^2``
+    with ``p`` estimated online (``p_t`` = positives among the rows seen so far). With the
+    unpenalized offset, the exponential loss's minimizer over ``w`` is the pairwise
+    exponential loss's, and the squared loss's is parallel to the least-squares AUC optimum.
+    See :func:`daskauc.solvers.univariate.univariate_sgd`.
+
+    References
+    ----------
+    Kotlowski, Dembczynski & Huellermeier, "Bipartite Ranking through Minimization of
+    Univariate Loss", ICML 2011.
+    """
+
+    def __init__(self, loss: str = "exp", *, lam: float = 0.0, eta0: float = 0.01,
+                 schedule: str = "invsqrt", n_epochs: int = 5, average: bool = True,
+                 shuffle: bool = True, record_auc: bool = False, random_state=None):
+        self.loss = loss
+        self.lam = lam
+        self.eta0 = eta0
+        self.schedule = schedule
+        self.n_epochs = n_epochs
+        self.average = average
+        self.shuffle = shuffle
+        self.record_auc = record_auc
+        self.random_state = random_state
+
+    def _param_table(self) -> dict:
+        return {
+            "loss": (str, dict(choices=tuple(LOSSES))),
+            "lam": (float, dict(low=0.0)),
+            "eta0": (float, dict(low=0.0, include_low=False)),
+            "schedule": (str, dict(choices=SCHEDULES)),
+            "n_epochs": (int, dict(low=1)),
+            "average": (bool, {}),
+            "shuffle": (bool, {}),
+            "record_auc": (bool, {}),
+        }
+
+    def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:
+        return univariate_sgd(X, y, loss=self.loss, lam=float(self.lam), eta0=float(self.eta0),
+                              schedule=self.schedule, average=self.average, n_epochs=n_epochs,
+                              shuffle=self.shuffle, random_state=self.random_state,
+                              state=state, validation=validation)
+
+    def _set_result(self, result, classes, n_features: int) -> None:
+        super()._set_result(result, classes, n_features)
+        self.offset_ = float(result.state.offset[1 if self.average else 0])
+
+
+#: the online baselines by their command-line / benchmark names.
+ONLINE_METHODS = {
+    "oam": OAM,
+    "uni-exp": functools.partial(UnivariateAUC, loss="exp"),
+    "uni-squ": functools.partial(UnivariateAUC, loss="square"),
+}

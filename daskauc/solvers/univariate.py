@@ -1,0 +1,177 @@
+"""Online Uni-Exp / Uni-Squ: SGD on a class-weighted univariate loss (SPEC §4.5).
+
+Kotlowski, Dembczynski & Huellermeier (2011) show that minimizing a univariate exponential
+(or logistic) loss whose positive and negative rows are weighted by ``1/p`` and ``1/(1-p)``
+also minimizes a bound on the rank (1 - AUC) risk. With an unpenalized offset ``b`` the link
+is exact for the exponential loss: minimizing
+``(1/n+) sum_P exp(-(w.x + b)) + (1/n-) sum_N exp(w.x + b)`` over ``b`` leaves
+``2 sqrt((1/n+ n-) sum_{P x N} exp(-w.(x_i - x_j)))``, the pairwise (RankBoost) exponential
+loss; for the squared loss the minimizing ``w`` is parallel to the least-squares AUC
+optimum (``(S+ + S- + lam/2 I)^(-1) D``, see SPEC §4.4). So the solver learns ``b`` alongside
+``w`` (unpenalized) and returns ``w`` only: AUC does not depend on ``b``.
+
+Streaming exactly as :mod:`daskauc.solvers.oam`: one graph per epoch
+(``daskauc-uni-exp-epoch-...`` / ``daskauc-uni-squ-epoch-...``), a random chunk order and a
+random row order per chunk drawn by the Python step from the visit's ``SeedSequence``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+
+import dask
+import numpy as np
+
+from .._validation import seed_sequence
+from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
+from ._result import SolverResult
+from .oam import _training_auc, as_stream_input, epoch_plan
+from .stream import epoch_graph
+
+logger = logging.getLogger("daskauc")
+
+LOSSES = {"exp": LOSS_EXP, "square": LOSS_SQUARE}
+SCHEDULES = ("invsqrt", "constant")
+
+
+@dataclass(frozen=True)
+class UnivariateState:
+    """State carried from chunk to chunk and between ``partial_fit`` calls.
+
+    ``offset = [b, bbar]``; ``counts = [t steps done, positives seen]`` (so ``p_t`` is
+    estimated from every row seen, over all epochs); ``epoch`` counts finished epochs and
+    ``seed_entropy`` / ``seed_key`` name the root ``SeedSequence``.
+    """
+
+    w: np.ndarray
+    wbar: np.ndarray
+    offset: np.ndarray
+    counts: np.ndarray
+    epoch: int
+    seed_entropy: int
+    seed_key: tuple
+
+
+def univariate_draws(seed: np.random.SeedSequence, m: int, shuffle: bool) -> np.ndarray:
+    """The row visiting order of one visit of an ``m``-row chunk."""
+    if not shuffle:
+        return np.arange(m, dtype=np.int64)
+    return np.random.default_rng(seed).permutation(m).astype(np.int64)
+
+
+def _univariate_step(X_block, y_block, state: UnivariateState, seed, extra, *, loss, eta0,
+                     constant, lam, average, shuffle):
+    X_block = np.ascontiguousarray(X_block)
+    y_block = np.ascontiguousarray(y_block, dtype=np.int8)
+    order = univariate_draws(seed, X_block.shape[0], shuffle)
+    w = state.w.copy()
+    wbar = state.wbar.copy()
+    offset = state.offset.copy()
+    counts = state.counts.copy()
+    _univariate_chunk(X_block, y_block, order, w, wbar, offset, counts, float(eta0),
+                      bool(constant), float(lam), int(loss), bool(average))
+    return replace(state, w=w, wbar=wbar, offset=offset, counts=counts)
+
+
+def univariate_sgd(
+    X,
+    y,
+    *,
+    loss: str = "exp",
+    lam: float = 0.0,
+    eta0: float = 0.01,
+    schedule: str = "invsqrt",
+    average: bool = True,
+    n_epochs: int = 5,
+    shuffle: bool = True,
+    random_state=None,
+    state: UnivariateState | None = None,
+    chunk_rows: int | None = None,
+    validation=None,
+    callback=None,
+) -> SolverResult:
+    """Online Uni-Exp (``loss="exp"``) or Uni-Squ (``loss="square"``) over row chunks.
+
+    Parameters
+    ----------
+    X : array (n, d), numpy or dask, chunked along rows.
+    y : array (n,) of int8 labels in {-1, +1}.
+    loss : ``"exp"`` (``exp(-y s)``) or ``"square"`` (``(1 - y s)^2``).
+    lam : L2 penalty ``(lam/2)||w||^2`` (>= 0; the offset is not penalized).
+    eta0 : step size; ``eta_t = eta0 / sqrt(t)`` or ``eta0`` by ``schedule``.
+    schedule : ``"invsqrt"`` or ``"constant"``.
+    average : return the uniform average of the iterates (else the last iterate).
+    n_epochs : passes over the data; ``t`` and ``p_t`` carry over between epochs.
+    shuffle : random chunk order and random row order inside each chunk, every epoch.
+    random_state : None, int, SeedSequence or Generator; ignored when ``state`` is given.
+    state : continue from a previous result's ``state`` (``partial_fit``).
+    chunk_rows : rows per chunk for numpy input (or to rechunk dask input).
+    validation : optional ``(X_val, y_val)`` (y in {-1, +1}); its AUC goes in the history.
+    callback : called as ``callback(epoch, history_row)`` after every epoch.
+
+    Returns
+    -------
+    SolverResult
+        ``coef`` = ``wbar`` or ``w``; ``state`` a :class:`UnivariateState` (its ``offset``
+        holds ``b`` and its average).
+
+    Notes
+    -----
+    Objective, with ``s = w.x + b`` and ``p`` the fraction of positives:
+    ``(1/n) sum_i [1(y_i = 1) / p + 1(y_i = -1) / (1 - p)] l(y_i s_i) + (lam/2)||w||^2``,
+    ``l(z) = exp(-z)`` (Uni-Exp) or ``(1 - z)^2`` (Uni-Squ). Step ``t`` (1-based over all
+    epochs) uses ``p_t`` = positives among the ``t`` rows seen so far (this one included),
+    weight ``c = 1/p_t`` or ``1/(1 - p_t)``, ``g = c l'(y s) y``:
+    ``w <- w - eta_t (g x + lam w)``, ``b <- b - eta_t g``, ``wbar <- wbar + (w - wbar)/t``.
+    ``w`` and ``b`` start at 0.
+
+    References
+    ----------
+    Kotlowski, Dembczynski & Huellermeier, "Bipartite Ranking through Minimization of
+    Univariate Loss", ICML 2011.
+    """
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {sorted(LOSSES)}; got {loss!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {list(SCHEDULES)}; got {schedule!r}")
+    X, y = as_stream_input(X, y, chunk_rows)
+    d = int(X.shape[1])
+    if state is None:
+        ss = seed_sequence(random_state)
+        state = UnivariateState(w=np.zeros(d), wbar=np.zeros(d), offset=np.zeros(2),
+                                counts=np.zeros(2, dtype=np.int64), epoch=0,
+                                seed_entropy=ss.entropy, seed_key=tuple(ss.spawn_key))
+    elif state.w.shape[0] != d:
+        raise ValueError(f"X has {d} features but the previous fit had {state.w.shape[0]}")
+    solver = "uni-exp" if loss == "exp" else "uni-squ"
+    params = dict(loss=LOSSES[loss], eta0=float(eta0), constant=schedule == "constant",
+                  lam=float(lam), average=bool(average), shuffle=bool(shuffle))
+    history = []
+    for _ in range(int(n_epochs)):
+        order, visits = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
+                                   X.numblocks[0], shuffle)
+        tic = time.perf_counter()
+        graph = epoch_graph(_univariate_step, X, y, state, solver=solver, order=order,
+                            seeds=visits, params=params)
+        (state,) = dask.compute(graph)
+        state = replace(state, epoch=state.epoch + 1)
+        if not (np.isfinite(state.w).all() and np.isfinite(state.offset).all()):
+            raise FloatingPointError(
+                f"{solver} diverged in epoch {state.epoch} (non-finite coefficients); "
+                "lower eta0, raise lam or standardize the features"
+            )
+        coef = state.wbar if average else state.w
+        row = {"epoch": state.epoch, "steps": int(state.counts[0]),
+               "seconds": time.perf_counter() - tic}
+        if validation is not None:
+            row["auc"] = _training_auc(*validation, coef)
+        history.append(row)
+        logger.info("%s epoch %d: %.2fs%s", solver, state.epoch, row["seconds"],
+                    f", AUC {row['auc']:.4f}" if "auc" in row else "")
+        if callback is not None:
+            callback(state.epoch, row)
+    coef = state.wbar if average else state.w
+    return SolverResult(coef=coef.copy(), n_iter=state.epoch, converged=True,
+                        history=history, state=state)
