@@ -1,5 +1,6 @@
 import pathlib
 
+import dask
 import pytest
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -14,10 +15,22 @@ def shared_data(*parts) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def dask_cluster_client():
-    """A 2-worker LocalCluster shared by the distributed tests."""
+def _session_cluster_client():
+    """One 2-worker LocalCluster for the whole run, not Dask's default scheduler."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
-                      processes=True, memory_limit="2GiB") as cluster, Client(cluster) as client:
+                      processes=True, memory_limit="2GiB") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+@pytest.fixture
+def dask_cluster_client(_session_cluster_client):
+    """The shared 2-worker LocalCluster, as Dask's scheduler for this test only.
+
+    Tests without this fixture run on the threaded scheduler even after the cluster exists.
+    """
+    client = _session_cluster_client
+    with client.as_current(), dask.config.set(scheduler=client):
         yield client

@@ -1,0 +1,1 @@
+"""scikit-learn estimators over daskauc's solvers, and the papers' presets."""

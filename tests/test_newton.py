@@ -1,0 +1,476 @@
+"""PRSVM+ truncated Newton: pair coefficients, objective, Hessian products, solver, estimator.
+
+Every quantity is compared with the brute-force pairwise oracles of tests/reference/pairwise.py
+(all pairs formed explicitly) or with scipy / scikit-learn.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from dask.callbacks import Callback
+from reference import pairwise as ref
+from scipy.optimize import minimize, minimize_scalar
+from sklearn.base import clone
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import StratifiedKFold
+
+from daskauc.estimators.ranksvm import RankSVM, cv_select_C
+from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64
+from daskauc.solvers.newton import (
+    hessian_product,
+    line_search_armijo,
+    line_search_exact,
+    objective_gradient,
+    prsvm_newton,
+)
+from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
+
+
+@pytest.fixture(autouse=True)
+def _local_scheduler(request):
+    """Run on the threaded scheduler unless the test asks for the cluster.
+
+    The session-wide ``dask_cluster_client`` becomes dask's default scheduler once created;
+    without this, every later test would pay ~60 ms of cluster latency per compute.
+    """
+    if "dask_cluster_client" in request.fixturenames:
+        yield
+    else:
+        with dask.config.set(scheduler="threads"):
+            yield
+
+
+def _integer_problem(seed, n=60, d=3):
+    """Integer X and w: integer scores with many ties and many pairs exactly 1 apart."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(-2, 3, size=(n, d)).astype(np.float64)
+    w = rng.integers(-1, 2, size=d).astype(np.float64)
+    if not w.any():
+        w[0] = 1.0
+    y = np.where(rng.random(n) < 0.35, 1, -1).astype(np.int8)
+    y[:2] = [1, -1]
+    return X, y, w
+
+
+def _float_problem(seed, n=120, d=4):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.where(X[:, 0] - 0.5 * X[:, 1] + rng.standard_normal(n) > 0.6, 1, -1).astype(np.int8)
+    return X, y
+
+
+def _row_order(idx):
+    """Map coefficients stored in sorted-class order back to that class's row order."""
+    return np.argsort(idx, kind="stable")
+
+
+# ------------------------------------------------------------------------- pair coefficients
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_coefficients_match_brute_force_with_ties_and_unit_gaps(seed):
+    X, y, w = _integer_problem(seed)
+    o = X @ w
+    M = ref.pair_margins(o, y)
+    assert (M == 0).any(), "the data must contain pairs exactly on the hinge"
+    assert len(np.unique(o)) < o.size, "the data must contain tied scores"
+    pos, neg = class_indices(y)
+    c = pairwise_coefficients(o, pos, neg)
+    alpha, beta, gamma, delta = ref.coefficients(o, y)
+    np.testing.assert_array_equal(c.alpha[_row_order(c.pos_idx)], alpha)
+    np.testing.assert_array_equal(c.beta[_row_order(c.pos_idx)], beta)
+    np.testing.assert_array_equal(c.gamma[_row_order(c.neg_idx)], gamma)
+    np.testing.assert_array_equal(c.delta[_row_order(c.neg_idx)], delta)
+    assert c.loss == ref.loss(o, y)
+    np.testing.assert_array_equal(c.g, ref.score_gradient(o, y))
+    assert c.n_active_pairs == int((M > 0).sum())
+    # the SPEC formulas for g in terms of the coefficients
+    P, N = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    np.testing.assert_array_equal(c.g[P], -((1 - o[P]) * alpha + beta))
+    np.testing.assert_array_equal(c.g[N], (1 + o[N]) * gamma - delta)
+
+
+def test_pair_exactly_on_the_hinge_is_inactive():
+    # one positive at 0; negatives at -1 (margin exactly 0), 0 (tie, margin 1), -2 (margin -1)
+    o = np.array([0.0, -1.0, 0.0, -2.0])
+    y = np.array([1, -1, -1, -1])
+    c = pairwise_coefficients(o, *class_indices(y))
+    assert c.n_active_pairs == 1
+    assert c.loss == 1.0  # only the tie contributes (1 - 0 + 0)^2
+    np.testing.assert_array_equal(c.g, [-1.0, 0.0, 1.0, 0.0])
+    q = np.array([1.0, 10.0, 2.0, 100.0])
+    np.testing.assert_array_equal(c.laplacian_matvec(q), ref.laplacian(o, y) @ q)
+    np.testing.assert_array_equal(c.laplacian_matvec(q), [-1.0, 0.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("kind", ["integer", "float"])
+def test_laplacian_matches_brute_force(kind):
+    if kind == "integer":
+        X, y, w = _integer_problem(11, n=50)
+        o = X @ w
+    else:
+        rng = np.random.default_rng(3)
+        y = np.where(rng.random(70) < 0.3, 1, -1)
+        o = rng.standard_normal(70) * 1.5
+    c = pairwise_coefficients(o, *class_indices(y))
+    L = ref.laplacian(o, y)
+    q = np.random.default_rng(5).standard_normal(o.size)
+    np.testing.assert_allclose(c.laplacian_matvec(q), L @ q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(c.loss, ref.loss(o, y), rtol=1e-12)
+    np.testing.assert_allclose(c.g, ref.score_gradient(o, y), rtol=0, atol=1e-12)
+
+
+def test_sort_hint_gives_identical_coefficients():
+    rng = np.random.default_rng(0)
+    o = rng.standard_normal(500)
+    y = np.where(rng.random(500) < 0.2, 1, -1)
+    pos, neg = class_indices(y)
+    a = pairwise_coefficients(o, pos, neg)
+    b = pairwise_coefficients(o, rng.permutation(pos), rng.permutation(neg))
+    np.testing.assert_array_equal(a.g, b.g)
+    assert a.loss == b.loss
+
+
+def test_coefficients_reject_bad_scores():
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        pairwise_coefficients(np.array([0.0, np.nan]), np.array([0]), np.array([1]))
+    with pytest.raises(ValueError, match="both positive"):
+        class_indices(np.array([1, 1, 1]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_mixed_precision_kernels_on_read_only_blocks(dtype):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1003, 37)).astype(dtype)  # rows not a multiple of 4
+    X.setflags(write=False)
+    v, u = rng.standard_normal(37), rng.standard_normal(1003)
+    u[:8] = 0.0  # the zero-skip branch
+    out = np.empty(1003)
+    _matvec_f64(X, v, out)
+    acc = np.zeros(37)
+    _rmatvec_f64(X, u, acc)
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(out, X64 @ v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(acc, X64.T @ u, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------- objective, gradient, Hessian
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_objective_and_gradient_match_brute_force_integer_scores(seed):
+    X, y, w = _integer_problem(seed)
+    Xd = da.from_array(X, chunks=(17, 3))
+    F, grad = objective_gradient(Xd, y, w, C=0.3)
+    np.testing.assert_allclose(F, ref.objective(w, X, y, 0.3), rtol=1e-12)
+    np.testing.assert_allclose(grad, ref.gradient(w, X, y, 0.3), rtol=1e-10, atol=1e-10)
+
+
+def test_objective_and_gradient_match_brute_force_float():
+    X, y = _float_problem(0)
+    w = np.random.default_rng(1).standard_normal(X.shape[1])
+    F, grad = objective_gradient(X, y, w, C=0.7)
+    np.testing.assert_allclose(F, ref.objective(w, X, y, 0.7), rtol=1e-10)
+    np.testing.assert_allclose(grad, ref.gradient(w, X, y, 0.7), rtol=1e-10, atol=1e-10)
+
+
+def test_hessian_product_matches_brute_force_and_finite_differences():
+    X, y = _float_problem(2)
+    rng = np.random.default_rng(4)
+    w, v = rng.standard_normal(X.shape[1]), rng.standard_normal(X.shape[1])
+    C = 0.4
+    Xd = da.from_array(X, chunks=(25, X.shape[1]))
+    Hv = hessian_product(Xd, y, w, v, C=C)
+    np.testing.assert_allclose(Hv, ref.hessian(w, X, y, C) @ v, rtol=1e-10, atol=1e-10)
+    # central differences of the gradient, with a step that crosses no hinge
+    A = ref.pair_difference_matrix(X, y)
+    margins = np.abs(1.0 - A @ w)
+    eps = 1e-6
+    assert margins.min() > 10 * eps * np.abs(A @ v).max(), "a pair sits on a kink; reseed"
+    fd = (ref.gradient(w + eps * v, X, y, C) - ref.gradient(w - eps * v, X, y, C)) / (2 * eps)
+    np.testing.assert_allclose(Hv, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
+
+
+# ---------------------------------------------------------------------------- line searches
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_line_search_minimizes_brute_force_phi(seed):
+    X, y = _float_problem(seed + 10, n=80)
+    rng = np.random.default_rng(seed)
+    w, s = rng.standard_normal(4) * 0.3, rng.standard_normal(4)
+    C = 0.2
+    grad = ref.gradient(w, X, y, C)
+    if grad @ s > 0:
+        s = -s  # a descent direction
+    o, d = X @ w, X @ s
+    pos, neg = class_indices(y)
+    t, coef, phi_t, _ = line_search_exact(o, d, pos, neg, C=C, ww=w @ w, ws=w @ s, ss=s @ s,
+                                          dphi0=grad @ s, t0=1.0)
+    def phi(t):
+        return ref.objective(w + t * s, X, y, C)
+
+    best = minimize_scalar(phi, bounds=(0.0, 10.0), method="bounded",
+                           options={"xatol": 1e-12})
+    np.testing.assert_allclose(phi_t, phi(t), rtol=1e-12)
+    assert phi_t <= best.fun * (1 + 1e-12)
+    dphi = ref.gradient(w + t * s, X, y, C) @ s
+    assert abs(dphi) <= 1e-8 * abs(grad @ s)
+    ta, _, phia, _ = line_search_armijo(o, d, pos, neg, C=C, ww=w @ w, ws=w @ s, ss=s @ s,
+                                        dphi0=grad @ s, phi0=phi(0.0))
+    assert phia <= phi(0.0) + 1e-4 * ta * (grad @ s)
+
+
+# ---------------------------------------------------------------------------------- solver
+
+
+def _lbfgs_reference(X, y, C):
+    res = minimize(lambda w: (ref.objective(w, X, y, C), ref.gradient(w, X, y, C)),
+                   np.zeros(X.shape[1]), jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-11, "ftol": 1e-16, "maxiter": 5000})
+    return res.x, res.fun
+
+
+@pytest.mark.parametrize("line_search", ["exact", "armijo"])
+@pytest.mark.parametrize("C", [0.01, 1.0])
+def test_solution_matches_lbfgs_on_brute_force(line_search, C):
+    X, y = _float_problem(7)
+    w_ref, f_ref = _lbfgs_reference(X, y, C)
+    res = prsvm_newton(X, y, C=C, tol=1e-8, line_search=line_search)
+    assert res.converged
+    assert res.history[-1]["rel_grad_norm"] <= 1e-8
+    f = ref.objective(res.coef, X, y, C)
+    assert abs(f - f_ref) <= 1e-6 * f_ref
+    assert f <= f_ref * (1 + 1e-12)  # never worse than L-BFGS
+    np.testing.assert_allclose(res.coef, w_ref, rtol=1e-4, atol=1e-5)
+    # the relative gradient norm is measured against ||grad F(0)||
+    g0 = np.linalg.norm(ref.gradient(np.zeros(X.shape[1]), X, y, C))
+    g = np.linalg.norm(ref.gradient(res.coef, X, y, C))
+    np.testing.assert_allclose(res.history[-1]["rel_grad_norm"], g / g0, rtol=1e-4, atol=1e-14)
+
+
+def test_default_tolerance_and_history():
+    X, y = _float_problem(8, n=200)
+    res = prsvm_newton(X, y, C=0.1)
+    h = res.history
+    assert res.converged and h[-1]["rel_grad_norm"] <= 1e-3
+    assert len(h) == res.n_iter + 1
+    obj = [r["objective"] for r in h]
+    assert all(b < a for a, b in zip(obj, obj[1:], strict=False))
+    for r in h[1:]:
+        assert r["cg_iter"] >= 1 and r["step"] > 0 and r["seconds"] >= 0
+    np.testing.assert_allclose(h[-1]["objective"], ref.objective(res.coef, X, y, 0.1),
+                               rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def medium():
+    rng = np.random.default_rng(21)
+    n, d = 2400, 8
+    X = rng.standard_normal((n, d))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 + rng.standard_normal(n) > 1.2, 1, -1)
+    res = prsvm_newton(X, y, C=0.02, tol=1e-10)
+    assert res.converged
+    return X, y, res.coef
+
+
+@pytest.mark.parametrize("kind", ["dask-1-chunk", "dask-uneven-chunks", "persisted",
+                                  "zarr-streamed", "zarr-persisted", "float32"])
+def test_same_model_from_every_input_kind(medium, kind, tmp_path):
+    X, y, w_np = medium
+    persist = "auto"
+    rtol = 1e-8
+    if kind == "dask-1-chunk":
+        Xin = da.from_array(X, chunks=X.shape)
+    elif kind == "dask-uneven-chunks":
+        Xin = da.from_array(X, chunks=((700, 900, 13, 787), (X.shape[1],)))
+    elif kind == "persisted":
+        Xin = da.from_array(X, chunks=(500, X.shape[1])).persist()
+    elif kind.startswith("zarr"):
+        path = str(tmp_path / "X.zarr")
+        da.to_zarr(da.from_array(X, chunks=(600, X.shape[1])), path)
+        Xin = da.from_zarr(path)
+        persist = kind == "zarr-persisted"
+    else:  # float32 data: the solution moves by the rounding of X, not by the solver
+        X32 = X.astype(np.float32)
+        w_np = prsvm_newton(X32.astype(np.float64), y, C=0.02, tol=1e-10).coef
+        Xin = da.from_array(X32, chunks=(500, X.shape[1]))
+        rtol = 1e-7
+    res = prsvm_newton(Xin, y, C=0.02, tol=1e-10, persist=persist)
+    assert res.converged
+    if kind.startswith("zarr"):
+        assert res.state["persisted"] is (kind == "zarr-persisted")
+    np.testing.assert_allclose(res.coef, w_np, rtol=rtol, atol=rtol * np.abs(w_np).max())
+
+
+def test_same_model_on_a_distributed_cluster(medium, dask_cluster_client, tmp_path):
+    X, y, w_np = medium
+    path = str(tmp_path / "X.zarr")
+    da.to_zarr(da.from_array(X, chunks=(600, X.shape[1])), path)
+    for persist in (True, False):
+        res = prsvm_newton(da.from_zarr(path), da.from_array(y, chunks=600), C=0.02,
+                           tol=1e-10, persist=persist)
+        assert res.converged and res.state["persisted"] is persist
+        np.testing.assert_allclose(res.coef, w_np, rtol=1e-8, atol=1e-8 * np.abs(w_np).max())
+
+
+class _TaskCounter(Callback):
+    """Count scheduler runs and the task names each one executed."""
+
+    def __init__(self):
+        super().__init__()
+        self.runs: list[set] = []
+
+    def _start(self, dsk):
+        self.runs.append(set())
+
+    def _pretask(self, key, dsk, state):
+        name = key[0] if isinstance(key, tuple) else key
+        self.runs[-1].add(name.rsplit("-", 1)[0])
+
+
+def test_one_compute_per_gradient_and_per_hessian_product():
+    X, y = _float_problem(3, n=400)
+    Xd = da.from_array(X, chunks=(90, X.shape[1])).persist()
+    with _TaskCounter() as counter:
+        res = prsvm_newton(Xd, y, C=0.1, tol=1e-9, persist=False)
+    reading = [r for r in counter.runs
+               if r & {"daskauc-newton-scores", "daskauc-newton-hvp-xs"}]
+    n_grad = len(res.history)
+    n_hvp = sum(h.get("cg_iter", 0) for h in res.history)
+    assert len(reading) == n_grad + n_hvp
+    grads = [r for r in reading if "daskauc-newton-scores" in r]
+    hvps = [r for r in reading if "daskauc-newton-hvp-xs" in r]
+    assert len(grads) == n_grad and len(hvps) == n_hvp
+    # both passes of a gradient / Hessian product sit in the same compute
+    assert all("daskauc-newton-grad" in r for r in grads)
+    assert all({"daskauc-newton-hvp", "daskauc-newton-hvp-lq"} <= r for r in hvps)
+
+
+def test_warm_start_and_validation_history(caplog):
+    X, y = _float_problem(4, n=300)
+    Xv, yv = _float_problem(5, n=200)
+    with caplog.at_level(logging.INFO, logger="daskauc"):
+        cold = prsvm_newton(X, y, C=1.0, tol=1e-8, X_val=Xv, y_val=yv)
+    assert any("newton 0:" in m for m in caplog.messages)
+    np.testing.assert_allclose(cold.history[-1]["val_auc"], roc_auc_score(yv, Xv @ cold.coef),
+                               rtol=1e-12)
+    prev = prsvm_newton(X, y, C=0.5, tol=1e-8)
+    warm = prsvm_newton(X, y, C=1.0, tol=1e-8, w0=prev.coef)
+    assert warm.n_iter <= cold.n_iter
+    np.testing.assert_allclose(warm.coef, cold.coef, rtol=1e-6, atol=1e-8)
+
+
+def test_equal_class_means_converge_to_zero():
+    # grad F(0) = 2C n+ n- (c- - c+) = 0: w = 0 is the optimum, whatever the start
+    a = np.array([[1.0, 2.0], [-1.0, -2.0], [0.5, -1.0], [-0.5, 1.0]])
+    X = np.vstack([a, a])
+    y = np.array([1, 1, 1, 1, -1, -1, -1, -1])
+    assert np.linalg.norm(ref.gradient(np.zeros(2), X, y, 1.0)) == 0
+    res = prsvm_newton(X, y, C=1.0, tol=1e-3, w0=np.array([1.0, -3.0]))
+    assert res.converged
+    assert np.linalg.norm(res.coef) <= 1e-3 * np.linalg.norm([1.0, -3.0])
+
+
+def test_callback_can_stop():
+    X, y = _float_problem(6)
+    seen = []
+    res = prsvm_newton(X, y, C=1.0, tol=1e-12, callback=lambda w, rec: seen.append(rec) or True)
+    assert len(seen) == 1 and res.n_iter == 0 and not res.converged
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"C": 0.0}, "C must be > 0"), ({"tol": -1.0}, "tol must be >= 0"),
+     ({"line_search": "wolfe"}, "line_search must be one of"),
+     ({"max_cg": 0}, "max_cg must be >= 1"), ({"w0": np.zeros(3)}, r"w0 must have shape \(4,\)"),
+     ({"persist": "yes"}, "persist must be one of")],
+)
+def test_bad_parameters_are_named(kwargs, match):
+    X, y = _float_problem(0, n=30)
+    with pytest.raises(ValueError, match=match):
+        prsvm_newton(X, y, **kwargs)
+
+
+def test_bad_data_is_named():
+    X, y = _float_problem(0, n=30)
+    with pytest.raises(ValueError, match="single class"):
+        prsvm_newton(X, np.ones(30))
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        prsvm_newton(Xn, y)
+    with pytest.raises(ValueError, match="rows but y has"):
+        prsvm_newton(X, y[:-1])
+
+
+# ------------------------------------------------------------------------------- estimator
+
+
+def test_ranksvm_estimator_contract():
+    X, y = _float_problem(9, n=200)
+    y01 = (y > 0).astype(int)  # any two-valued labels
+    est = RankSVM(C=0.5, tol=1e-8)
+    assert est.get_params()["C"] == 0.5
+    est.fit(X, y01)
+    direct = prsvm_newton(X, y, C=0.5, tol=1e-8)
+    np.testing.assert_allclose(est.coef_, direct.coef, rtol=1e-12)
+    assert est.n_iter_ == direct.n_iter and est.converged_
+    np.testing.assert_array_equal(est.classes_, [0, 1])
+    np.testing.assert_allclose(est.decision_function(X), X @ est.coef_)
+    scores_dask = est.decision_function(da.from_array(X, chunks=(50, X.shape[1])))
+    np.testing.assert_allclose(scores_dask.compute(), X @ est.coef_)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.coef_, est.coef_)
+    assert clone(est).get_params() == est.get_params()
+
+
+def test_ranksvm_warm_start_path_and_errors():
+    X, y = _float_problem(10, n=200)
+    est = RankSVM(C=0.1, tol=1e-8, warm_start=True).fit(X, y)
+    cold = RankSVM(C=1.0, tol=1e-8).fit(X, y)
+    est.set_params(C=1.0).fit(X, y)
+    np.testing.assert_allclose(est.coef_, cold.coef_, rtol=1e-6, atol=1e-9)
+    assert est.n_iter_ <= cold.n_iter_
+    with pytest.raises(ValueError, match="warm_start=True but the previous coef_ has 4"):
+        est.fit(X[:, :3], y)
+    with pytest.raises(ValueError, match="C must be > 0"):
+        RankSVM(C=-1.0).fit(X, y)
+    with pytest.raises(TypeError, match="warm_start must be bool"):
+        RankSVM(warm_start="yes").fit(X, y)
+
+
+def test_cv_select_C_matches_independent_folds():
+    X, y = _float_problem(12, n=240)
+    Cs = [0.001, 0.1, 10.0]
+    splitter = StratifiedKFold(3, shuffle=True, random_state=0)
+    best, table = cv_select_C(RankSVM(tol=1e-9), X, y, Cs[::-1], cv=splitter)
+    assert [row["C"] for row in table] == Cs
+    expected = np.zeros((3, 3))
+    for f, (tr, te) in enumerate(splitter.split(X, y)):
+        for k, C in enumerate(Cs):
+            w = prsvm_newton(X[tr], y[tr], C=C, tol=1e-9).coef
+            expected[k, f] = roc_auc_score(y[te], X[te] @ w)
+    for k, row in enumerate(table):
+        np.testing.assert_allclose(row["fold_auc"], expected[k], atol=1e-9)
+    assert best == Cs[int(np.argmax(expected.mean(axis=1)))]
+    best_int, _ = cv_select_C(RankSVM(), X, y, Cs, cv=3, random_state=0)
+    assert best_int in Cs
+    with pytest.raises(ValueError, match="Cs must be"):
+        cv_select_C(RankSVM(), X, y, [0.0, 1.0])
+
+
+def test_dask_cv_select_C_runs_on_dask_input():
+    X, y = _float_problem(13, n=180)
+    Xd = da.from_array(X, chunks=(60, X.shape[1]))
+    best_np, table_np = cv_select_C(RankSVM(tol=1e-9), X, y, [0.01, 1.0], random_state=3)
+    best_da, table_da = cv_select_C(RankSVM(tol=1e-9), Xd, y, [0.01, 1.0], random_state=3)
+    assert best_np == best_da
+    for a, b in zip(table_np, table_da, strict=True):
+        np.testing.assert_allclose(a["fold_auc"], b["fold_auc"], atol=1e-9)
