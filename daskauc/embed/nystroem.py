@@ -1,0 +1,631 @@
+"""k-means Nystroem feature map for the Gaussian kernel, and embedding stores in Zarr.
+
+``phi(x) = kappa(x, U) M`` with ``kappa(x, z) = exp(-gamma ||x - z||^2)``, landmarks ``U``
+(k-means centres by default) and ``M = V_r diag(lambda_r)^(-1/2)`` from the eigenpairs of
+``W = kappa(U, U)`` above ``eig_tol * lambda_1``. Then ``phi(x) . phi(z)`` approximates
+``kappa(x, z)``, exactly when ``z`` is a landmark and nothing was cut.
+
+Per chunk of rows the map is three steps: ``X_b U^T`` by BLAS, a numba kernel turning that
+Gram block in place into the kernel block, and ``K M`` by BLAS. The output has the input's
+dtype (float32 stays float32, computed in float32; float64 is computed in float64).
+
+Writing an embedding to Zarr is an explicit call, :meth:`KMeansNystroem.write_embedding`,
+that streams the map chunk by chunk into a store which also holds everything needed to map
+new points identically (:func:`load_embedding_map`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.linalg
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .. import _config
+from .._validation import (
+    as_labels,
+    as_row_chunked,
+    check_n_features,
+    check_param,
+    check_params,
+    is_store_path,
+    seed_sequence,
+)
+from .._version import __version__
+from ..data.store import Dataset, open_dataset, open_store, writing_store
+from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
+from .kmeans import _child, _fit_kmeans, check_fit_shape, numpy_rows
+
+__all__ = ["KMeansNystroem", "load_embedding_map", "default_gamma", "gaussian_kernel"]
+
+logger = logging.getLogger("daskauc")
+
+#: refuse landmarks="all" beyond this many rows (W alone would take 20 GB in float64)
+MAX_ALL_LANDMARKS = 50_000
+
+#: codec of the embedding X when ``compressor=None``: none. Measured (scripts/bench_embed.py,
+#: Nystroem features of standardized covtype rows, float32): zstd saves only a few percent of
+#: the bytes while writing and reading are slower; SPEC 6 reports 1.08x and 2-3x slower reads.
+DEFAULT_COMPRESSOR = "none"
+
+_STORE_KIND_MAP = "nystroem"
+
+_PARAMS = {
+    "n_components": (int, {"low": 1}),
+    "gamma": (float, {"low": 0, "include_low": False, "optional": True}),
+    "kmeans_epochs": (int, {"low": 0}),
+    "batch_size": (int, {"low": 1}),
+    "eig_tol": (float, {"low": 0, "high": 1}),
+}
+
+
+# ----------------------------------------------------------------------------- kernel
+
+
+def _bandwidth_graph(Xd: da.Array):
+    """Lazy ``b`` = mean of ``||x_i - xbar||^2`` over the first BANDWIDTH_ROWS rows."""
+    m = int(min(Xd.shape[0], _config.BANDWIDTH_ROWS))
+    head = Xd[:m].astype(np.float64)
+    return head.var(axis=0).sum()
+
+
+def _gamma_from_b(b: float) -> float:
+    b = float(b)
+    if not np.isfinite(b) or b <= 0:
+        raise ValueError(
+            f"cannot choose gamma by the bandwidth rule: the first rows have total variance {b} "
+            "(all identical?); pass gamma explicitly"
+        )
+    return 1.0 / b
+
+
+def default_gamma(X) -> float:
+    """Gaussian kernel width ``gamma = 1 / b`` of Khalid et al.
+
+    ``b`` is the mean of ``||x_i - xbar||^2`` over the first ``min(n, 80_000)`` rows
+    (``_config.BANDWIDTH_ROWS``), ``xbar`` their mean. One compute over those rows.
+
+    Parameters
+    ----------
+    X : numpy array, dask array, zarr array or dataset store path
+
+    Returns
+    -------
+    gamma : float
+    """
+    Xd = as_row_chunked(X)
+    return _gamma_from_b(_bandwidth_graph(Xd).compute())
+
+
+def _gram_to_gauss(X: np.ndarray, U: np.ndarray, usq: np.ndarray, gamma: float) -> np.ndarray:
+    """``exp(-gamma ||x_i - u_j||^2)`` for one block, in X's dtype (U, usq already cast)."""
+    K = X @ U.T
+    xsq = np.einsum("ij,ij->i", X, X)
+    if K.dtype == np.float32:
+        _gauss_from_gram_f32(xsq, usq, np.empty(U.shape[0], np.int32), K, gamma)
+    else:
+        _gauss_from_gram_f64(xsq, usq, np.empty(U.shape[0], np.int64), K, gamma)
+    return K
+
+
+def gaussian_kernel(X, Z, gamma: float) -> np.ndarray:
+    """Gaussian kernel matrix ``exp(-gamma ||x_i - z_j||^2)`` of two numpy arrays.
+
+    Computed in the common dtype of ``X`` and ``Z`` (float64 unless both are float32) by
+    ``||x||^2 + ||z||^2 - 2 x.z`` with negatives clipped at 0.
+    """
+    X = numpy_rows(X, name="X")
+    Z = numpy_rows(Z, name="Z")
+    if X.shape[1] != Z.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} features and Z has {Z.shape[1]}")
+    dt = np.result_type(X.dtype, Z.dtype)
+    X, Z = X.astype(dt, copy=False), np.ascontiguousarray(Z, dtype=dt)
+    return _gram_to_gauss(X, Z, np.einsum("ij,ij->i", Z, Z), float(gamma))
+
+
+def _nystroem_block(block, U, usq, M, gamma, mean, scale):
+    """The map of one row block: optional standardization, kernel block, projection."""
+    X = np.ascontiguousarray(block, dtype=U.dtype)
+    if mean is not None:
+        X = (X - mean) / scale
+    if X.shape[0] == 0:
+        return np.empty((0, M.shape[1]), U.dtype)
+    return _gram_to_gauss(X, U, usq, gamma) @ M
+
+
+# ----------------------------------------------------------------------------- estimator
+
+
+class KMeansNystroem(TransformerMixin, BaseEstimator):
+    """Nystroem feature map of the Gaussian kernel on k-means landmarks.
+
+    Parameters
+    ----------
+    n_components : int, default 1600
+        Number of landmarks v (the paper's 1600). Capped at the number of rows, with a warning.
+    gamma : float, optional
+        Kernel width in ``exp(-gamma ||x - z||^2)``; default ``1 / b`` with ``b`` the mean of
+        ``||x_i - xbar||^2`` over the first ``min(n, 80_000)`` rows.
+    landmarks : {"kmeans", "random", "all"} or array of shape (v, d), default "kmeans"
+        Centres of mini-batch k-means (k-means++ seeding on a sample, ``kmeans_epochs``
+        epochs); a uniform sample of rows; every training row (the exact kernel map, for small
+        n only); or given landmarks.
+    kmeans_epochs : int, default 3
+    batch_size : int, default 2048
+        k-means mini-batch rows.
+    eig_tol : float, default 1e-8 (``_config.EIG_TOL``)
+        Keep the eigenpairs of W with ``lambda_k > eig_tol * lambda_1``.
+    dtype : None, float32 or float64
+        Working and output dtype; default: the input's (integers become float64).
+    random_state : None, int, SeedSequence or Generator
+
+    Attributes
+    ----------
+    landmarks_ : ndarray (v, d), float64
+    components_ : the same array as ``landmarks_`` (scikit-learn's name)
+    projection_ : ndarray (v, r), float64
+        ``M = V_r diag(lambda_r)^(-1/2)``.
+    eigenvalues_ : ndarray (v,), float64
+        Every eigenvalue of W, in descending order.
+    gamma_ : float
+    n_components_ : int
+        r, the number of eigenpairs kept (output width).
+    n_features_in_ : int
+    kmeans_counts_, kmeans_history_ : when ``landmarks="kmeans"``, the k-means cluster sizes
+        and history.
+    input_sha256_ : str
+        sha256 of the landmarks, gamma and (for a store input) the dataset store attributes.
+    scaler_mean_, scaler_scale_ : only on maps loaded from an embedding store written with a
+        scaler: ``transform`` standardizes its input with them first.
+
+    Notes
+    -----
+    ``kappa(x, z) = exp(-gamma ||x - z||^2)``, ``W = kappa(U, U) = V diag(lambda) V^T``
+    (descending), ``M = V_r diag(lambda_r)^(-1/2)`` keeping ``lambda_k > eig_tol lambda_1``
+    (a pseudo-inverse, never a blind inverse), ``phi(x) = kappa(x, U) M``. Then
+    ``phi(X) phi(Z)^T = kappa(X, U) W_r^+ kappa(U, Z)``, which equals ``kappa(X, Z)`` when
+    the rows of Z are landmarks and r = v. With ``landmarks="all"`` this is the exact kernel
+    feature map of the training rows (Khalid et al.'s RBF-RankSVM baseline).
+
+    References
+    ----------
+    M. Khalid, I. N. Ray and H. Chitsaz, "Scalable Nonlinear AUC Maximization Methods",
+    ECML-PKDD 2018, Sec. 3.2, Alg. 1.
+    K. Zhang, I. W. Tsang and J. T. Kwok, "Improved Nystrom low-rank approximation and error
+    analysis", ICML 2008.
+    """
+
+    def __init__(self, n_components=1600, *, gamma=None, landmarks="kmeans", kmeans_epochs=3,
+                 batch_size=2048, eig_tol=_config.EIG_TOL, dtype=None, random_state=None):
+        self.n_components = n_components
+        self.gamma = gamma
+        self.landmarks = landmarks
+        self.kmeans_epochs = kmeans_epochs
+        self.batch_size = batch_size
+        self.eig_tol = eig_tol
+        self.dtype = dtype
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fit
+
+    def _check_params(self):
+        check_params(self, _PARAMS)
+        if isinstance(self.landmarks, str):
+            check_param("landmarks", self.landmarks, str, choices=("kmeans", "random", "all"))
+        if self.dtype is not None and np.dtype(self.dtype) not in (np.float32, np.float64):
+            raise TypeError(f"dtype must be None, float32 or float64; got {self.dtype!r}")
+
+    def fit(self, X, y=None):
+        """Choose landmarks and gamma, then eigendecompose W (one or two computes over X).
+
+        Parameters
+        ----------
+        X : numpy array, dask array, zarr array or dataset store path, shape (n, d)
+        y : ignored
+        """
+        self._check_params()
+        for stale in ("scaler_mean_", "scaler_scale_", "kmeans_counts_", "kmeans_history_"):
+            self.__dict__.pop(stale, None)  # from an earlier fit or a loaded map
+        source_attrs = open_dataset(X).attrs if is_store_path(X) else None
+        Xd = as_row_chunked(X, dtype=self.dtype)
+        check_fit_shape(Xd.shape, 2 if self.gamma is None else 1)
+        n, d = Xd.shape
+        ss = seed_sequence(self.random_state)
+        b_graph = _bandwidth_graph(Xd) if self.gamma is None else None
+        also = (b_graph,) if b_graph is not None else ()
+        kind = self.landmarks if isinstance(self.landmarks, str) else "array"
+        v = int(self.n_components)
+        if kind in ("kmeans", "random") and v > n:
+            warnings.warn(f"n_components={v} > n_samples={n}: using {n} landmarks",
+                          stacklevel=2)
+            v = n
+        extras: tuple = ()
+        if kind == "array":
+            U = np.asarray(self.landmarks, dtype=np.float64)
+            if U.ndim != 2 or U.shape[1] != d or U.shape[0] < 1:
+                raise ValueError(
+                    f"landmarks must be an array of shape (v, {d}) (X has {d} features); "
+                    f"got shape {U.shape}"
+                )
+            if not np.isfinite(U).all():
+                raise ValueError("landmarks contain NaN or infinity")
+            extras = tuple(dask.compute(*also))
+        elif kind == "all":
+            if n > MAX_ALL_LANDMARKS:
+                raise ValueError(
+                    f"landmarks='all' with {n} rows would need a {n} x {n} kernel matrix; it is "
+                    f"meant for small n (<= {MAX_ALL_LANDMARKS}): use 'kmeans'"
+                )
+            U, *extras = dask.compute(Xd, *also)
+        elif kind == "random":
+            rng = np.random.default_rng(_child(ss, 3))
+            idx = np.sort(rng.choice(n, size=v, replace=False))
+            U, *extras = dask.compute(Xd[idx], *also)
+        else:
+            U, counts, history, extras = _fit_kmeans(
+                Xd, v, batch_size=self.batch_size, n_epochs=self.kmeans_epochs, init_size=None,
+                ss=ss, also=also,
+            )
+            self.kmeans_counts_ = counts
+            self.kmeans_history_ = history
+        gamma = float(self.gamma) if self.gamma is not None else _gamma_from_b(extras[0])
+        self._fit_map(np.asarray(U, dtype=np.float64), gamma, d)
+        h = hashlib.sha256()
+        h.update(np.ascontiguousarray(self.landmarks_).tobytes())
+        h.update(repr(self.gamma_).encode())
+        if source_attrs is not None:
+            h.update(json.dumps(source_attrs, sort_keys=True, default=str).encode())
+        self.input_sha256_ = h.hexdigest()
+        return self
+
+    def _fit_map(self, U: np.ndarray, gamma: float, n_features: int) -> None:
+        U = np.ascontiguousarray(U, dtype=np.float64)
+        W = gaussian_kernel(U, U, gamma)
+        W = 0.5 * (W + W.T)
+        np.fill_diagonal(W, 1.0)
+        lam, V = scipy.linalg.eigh(W, driver="evd")
+        lam, V = lam[::-1], V[:, ::-1]
+        keep = lam > self.eig_tol * lam[0]
+        r = int(np.count_nonzero(keep))
+        if r < U.shape[0]:
+            logger.info("Nystroem: kept %d of %d eigenpairs (eig_tol=%g)", r, U.shape[0],
+                        self.eig_tol)
+        self.landmarks_ = U
+        self.components_ = self.landmarks_
+        self.projection_ = np.ascontiguousarray(V[:, :r] / np.sqrt(lam[:r]))
+        self.eigenvalues_ = np.ascontiguousarray(lam)
+        self.gamma_ = float(gamma)
+        self.n_components_ = r
+        self.n_features_in_ = int(n_features)
+
+    # ------------------------------------------------------------------ transform
+
+    def _block_args(self, dtype, scaler_mean=None, scaler_scale=None):
+        """Arrays the block map needs, cast once to the working dtype."""
+        U = np.ascontiguousarray(self.landmarks_, dtype=dtype)
+        usq = np.einsum("ij,ij->i", U, U)
+        M = np.ascontiguousarray(self.projection_, dtype=dtype)
+        if scaler_mean is None:
+            scaler_mean = getattr(self, "scaler_mean_", None)
+            scaler_scale = getattr(self, "scaler_scale_", None)
+        if scaler_mean is not None:
+            scaler_mean = np.asarray(scaler_mean, dtype=dtype)
+            scaler_scale = np.asarray(scaler_scale, dtype=dtype)
+        return U, usq, M, self.gamma_, scaler_mean, scaler_scale
+
+    def _map_dask(self, Xd: da.Array, scaler_mean=None, scaler_scale=None) -> da.Array:
+        check_n_features(Xd.shape, self.n_features_in_)
+        args = self._block_args(Xd.dtype, scaler_mean, scaler_scale)
+        r = self.n_components_
+        return Xd.map_blocks(
+            _nystroem_block, *args, chunks=(Xd.chunks[0], (r,)), dtype=Xd.dtype,
+            token="daskauc-nystroem", meta=np.empty((0, 0), Xd.dtype),
+        )
+
+    def _rows_per_block(self, itemsize: int, n: int) -> int:
+        """Rows per task: about 64 MiB of kernel block, split evenly over the rows."""
+        width = max(self.landmarks_.shape[0], self.n_components_)
+        return _even_rows(n, _config.chunk_rows_for(width, itemsize))
+
+    def transform(self, X):
+        """Map rows to ``phi(x) = kappa(x, U) M`` (width ``n_components_``).
+
+        Parameters
+        ----------
+        X : numpy array -> numpy array; dask array, zarr array or store path -> lazy dask array
+            with one ``daskauc-nystroem`` task per row chunk (chunks larger than about 64 MiB
+            of output are split first). The output dtype is the input's (or ``dtype``).
+        """
+        check_is_fitted(self, "projection_")
+        if isinstance(X, da.Array) or is_store_path(X):
+            Xd = as_row_chunked(X, dtype=self.dtype)
+            check_n_features(Xd.shape, self.n_features_in_)
+            rows = self._rows_per_block(Xd.dtype.itemsize, Xd.shape[0])
+            if max(Xd.chunks[0]) > rows:
+                Xd = Xd.rechunk({0: rows})
+            return self._map_dask(Xd)
+        Xn = numpy_rows(X, dtype=self.dtype)
+        check_n_features(Xn.shape, self.n_features_in_)
+        args = self._block_args(Xn.dtype)
+        rows = self._rows_per_block(Xn.itemsize, Xn.shape[0])
+        if Xn.shape[0] <= rows:
+            return _nystroem_block(Xn, *args)
+        out = np.empty((Xn.shape[0], self.n_components_), Xn.dtype)
+        for s in range(0, Xn.shape[0], rows):
+            out[s : s + rows] = _nystroem_block(Xn[s : s + rows], *args)
+        return out
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self, "projection_")
+        return np.asarray([f"kmeansnystroem{i}" for i in range(self.n_components_)], dtype=object)
+
+    # ------------------------------------------------------------------ persistence
+
+    def write_embedding(self, source, store, *, y=None, scaler=None, overwrite: bool = False,
+                        chunk_rows: int | None = None, compressor=None) -> Dataset:
+        """Map ``source`` and write an embedding store (one compute).
+
+        Parameters
+        ----------
+        source : dataset store path (X and y are read from it) or an array X (then ``y``)
+        store : path or URL of the embedding store to create
+        y : labels when ``source`` is an array (any two-valued convention -> int8 {-1, +1})
+        scaler : fitted object with ``mean_`` and ``scale_`` (e.g. StandardScaler), optional
+            Rows are standardized ``(x - mean_) / scale_`` inside the map tasks; the statistics
+            are saved with the map so :func:`load_embedding_map` applies them to new rows.
+        overwrite : bool
+            Replace an existing store (never done silently).
+        chunk_rows : int, optional
+            Rows per chunk of the embedding (dask chunk = Zarr chunk); default about 64 MiB.
+        compressor : None, "none", "zstd" or a Zarr codec
+            None means ``DEFAULT_COMPRESSOR`` ("none", chosen by measurement: see the module).
+
+        Returns
+        -------
+        Dataset
+            The new store opened with :func:`daskauc.open_dataset`.
+
+        Notes
+        -----
+        The store holds ``X`` (n x r, the map's dtype), ``y`` (int8), a subgroup ``map``
+        (landmarks, projection, eigenvalues, scaler statistics; gamma and parameters in its
+        attributes), and provenance (parameters, ``input_sha256``, ``map_sha256``, versions,
+        class counts) in the group attributes. It is written through
+        :func:`daskauc.data.store.writing_store`, so an interrupted write never looks complete.
+        Under the threaded scheduler BLAS is limited to one thread per task while writing.
+        """
+        check_is_fitted(self, "projection_")
+        source_attrs: dict = {}
+        source_path = None
+        if is_store_path(source):
+            if y is not None:
+                raise ValueError("y must not be given when source is a dataset store path")
+            ds = open_dataset(source)
+            X, yy = ds.X, ds.y
+            source_attrs, source_path = ds.attrs, os.fspath(source)
+        else:
+            if y is None:
+                raise ValueError("y is required when source is an array (or pass a store path)")
+            X = source
+            yy, _ = as_labels(y)
+        Xd = as_row_chunked(X, dtype=self.dtype)
+        n = Xd.shape[0]
+        check_n_features(Xd.shape, self.n_features_in_)
+        if yy.shape[0] != n:
+            raise ValueError(f"X has {n} rows but y has {yy.shape[0]} labels; they must match")
+        mean = scale = None
+        if scaler is not None:
+            mean, scale = _scaler_stats(scaler, self.n_features_in_)
+        elif hasattr(self, "scaler_mean_"):
+            mean, scale = self.scaler_mean_, self.scaler_scale_
+        r = self.n_components_
+        if chunk_rows is None:
+            rows = _even_rows(n, _config.chunk_rows_for(r, Xd.dtype.itemsize, n))
+        else:
+            rows = check_param("chunk_rows", chunk_rows, int, low=1)
+        Xd = Xd.rechunk({0: rows})
+        if isinstance(yy, da.Array):
+            yd = yy.astype(np.int8).rechunk((Xd.chunks[0],))
+        else:
+            yd = da.from_array(np.asarray(yy, dtype=np.int8), chunks=(Xd.chunks[0],), name=False)
+        Z = self._map_dask(Xd, mean, scale)
+        codecs = _codecs(compressor)
+        attrs = {
+            "n_samples": int(n),
+            "n_features": int(r),
+            "params": _json_params(self),
+            "input_sha256": getattr(self, "input_sha256_", None),
+            "map_sha256": _map_sha256(self, mean, scale),
+            "versions": _versions(),
+            "source": source_path,
+            "source_attrs": _jsonable(source_attrs),
+            "compressor": str(compressor if compressor is not None else DEFAULT_COMPRESSOR),
+        }
+        with writing_store(store, overwrite=overwrite, kind="embedding", attrs=attrs) as group:
+            zX = group.create_array("X", shape=(n, r), chunks=(rows, r), dtype=Z.dtype,
+                                    compressors=codecs)
+            zy = group.create_array("y", shape=(n,), chunks=(rows,), dtype=np.int8,
+                                    compressors=codecs)
+            # one task per chunk maps, writes X and y (whole Zarr chunks: no lock) and counts
+            # the classes; named for the dashboard (da.store would rename the fused tasks)
+            first_row = da.arange(n, chunks=(Xd.chunks[0],), dtype=np.int64)
+            counts = da.blockwise(
+                _write_block, "i", Z, "ij", yd, "i", first_row, "i", concatenate=True,
+                zX=zX, zy=zy, adjust_chunks={"i": 2}, dtype=np.int64,
+                token="daskauc-nystroem-write", meta=np.empty((0,), np.int64),
+            )
+            if dask.base.get_scheduler(collections=[counts]) is dask.threaded.get:
+                with _config.blas_limit(1):
+                    counts = counts.compute()
+            else:
+                counts = counts.compute()
+            nneg, npos = np.asarray(counts).reshape(-1, 2).sum(axis=0)
+            if int(npos) + int(nneg) != n:
+                raise ValueError("y must hold labels in {-1, +1} (int8) in a dataset store")
+            _write_map(group.create_group("map"), self, mean, scale)
+            group.attrs.update({"n_positive": int(npos), "n_negative": int(nneg)})
+        return open_dataset(store)
+
+    def save(self, path, overwrite: bool = False) -> None:
+        """Save the fitted map to a Zarr group (arrays + JSON attributes, no pickle)."""
+        check_is_fitted(self, "projection_")
+        with writing_store(path, overwrite=overwrite, kind=_STORE_KIND_MAP,
+                           attrs={"versions": _versions()}) as group:
+            _write_map(group, self, getattr(self, "scaler_mean_", None),
+                       getattr(self, "scaler_scale_", None))
+
+    @classmethod
+    def load(cls, path) -> KMeansNystroem:
+        """Load a map written by :meth:`save`."""
+        return _read_map(open_store(path, kind=_STORE_KIND_MAP), cls)
+
+
+def load_embedding_map(store) -> KMeansNystroem:
+    """The fitted map of an embedding store, so new points map exactly as the stored rows.
+
+    If the store was written with a scaler, the returned model's ``transform`` standardizes
+    its input with the saved statistics first (``scaler_mean_``, ``scaler_scale_``).
+    """
+    group = open_store(store, kind="embedding")
+    if "map" not in group:
+        raise ValueError(f"{store} has no 'map' group; was it written by write_embedding?")
+    return _read_map(group["map"], KMeansNystroem)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _even_rows(n: int, target: int) -> int:
+    """Rows per chunk near ``target`` that split ``n`` rows into equal chunks (so the last
+    task is not a short straggler, nor the first one twice the rest)."""
+    if n <= 0:
+        return max(1, target)
+    k = -(-n // max(1, target))
+    return -(-n // k)
+
+
+def _write_block(Zb, yb, rows, zX, zy):
+    """Write one mapped chunk and its labels at its rows; return its (neg, pos) counts."""
+    if len(rows):
+        start, stop = int(rows[0]), int(rows[0]) + Zb.shape[0]
+        zX[start:stop] = np.ascontiguousarray(Zb)
+        zy[start:stop] = yb
+    return np.array([np.count_nonzero(yb < 0), np.count_nonzero(yb > 0)], dtype=np.int64)
+
+
+def _scaler_stats(scaler, d: int):
+    if not hasattr(scaler, "mean_") or not hasattr(scaler, "scale_"):
+        raise TypeError(
+            f"scaler must be a fitted object with mean_ and scale_ (e.g. StandardScaler); "
+            f"got {type(scaler).__name__}"
+        )
+    mean = np.zeros(d) if scaler.mean_ is None else np.asarray(scaler.mean_, dtype=np.float64)
+    scale = np.ones(d) if scaler.scale_ is None else np.asarray(scaler.scale_, dtype=np.float64)
+    for name, a in (("mean_", mean), ("scale_", scale)):
+        if a.shape != (d,):
+            raise ValueError(f"scaler.{name} has shape {a.shape}; the map expects ({d},)")
+        if not np.isfinite(a).all():
+            raise ValueError(f"scaler.{name} contains NaN or infinity")
+    if np.any(scale == 0):
+        raise ValueError("scaler.scale_ contains zeros")
+    return mean, scale
+
+
+def _codecs(compressor):
+    if compressor is None:
+        compressor = DEFAULT_COMPRESSOR
+    if isinstance(compressor, str):
+        if compressor == "none":
+            return None
+        if compressor == "zstd":
+            from zarr.codecs import ZstdCodec
+
+            return ZstdCodec()
+        raise ValueError(f"compressor must be None, 'none', 'zstd' or a Zarr codec; "
+                         f"got {compressor!r}")
+    return compressor
+
+
+def _versions() -> dict:
+    import numba
+    import zarr
+
+    return {"daskauc": __version__, "numpy": np.__version__, "dask": dask.__version__,
+            "zarr": zarr.__version__, "numba": numba.__version__}
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=str))
+
+
+def _json_params(est: KMeansNystroem) -> dict:
+    p = est.get_params()
+    if not isinstance(p["landmarks"], str):
+        p["landmarks"] = "array"
+    p["dtype"] = None if p["dtype"] is None else np.dtype(p["dtype"]).name
+    rs = p["random_state"]
+    p["random_state"] = rs if (rs is None or isinstance(rs, int)) else repr(rs)
+    return _jsonable(p)
+
+
+def _map_sha256(est, mean, scale) -> str:
+    h = hashlib.sha256()
+    for a in (est.landmarks_, est.projection_, mean, scale):
+        if a is not None:
+            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    h.update(repr(est.gamma_).encode())
+    return h.hexdigest()
+
+
+def _write_map(group, est: KMeansNystroem, mean, scale) -> None:
+    arrays = {"landmarks": est.landmarks_, "projection": est.projection_,
+              "eigenvalues": est.eigenvalues_}
+    if mean is not None:
+        arrays["scaler_mean"] = np.asarray(mean, dtype=np.float64)
+        arrays["scaler_scale"] = np.asarray(scale, dtype=np.float64)
+    for name, a in arrays.items():
+        group.create_array(name, data=np.ascontiguousarray(a, dtype=np.float64))
+    group.attrs.update({
+        "gamma": float(est.gamma_),
+        "n_components": int(est.n_components_),
+        "n_features_in": int(est.n_features_in_),
+        "params": _json_params(est),
+        "input_sha256": getattr(est, "input_sha256_", None),
+        "map_sha256": _map_sha256(est, mean, scale),
+    })
+
+
+def _read_map(group, cls) -> KMeansNystroem:
+    attrs = dict(group.attrs)
+    if "gamma" not in attrs or "projection" not in group:
+        raise ValueError("the store holds no Nystroem map (gamma / projection missing)")
+    params = dict(attrs["params"])
+    landmarks = np.asarray(group["landmarks"][...], dtype=np.float64)
+    if params.get("landmarks") == "array":
+        params["landmarks"] = landmarks
+    if isinstance(params.get("random_state"), str):
+        params["random_state"] = None
+    est = cls(**params)
+    est.landmarks_ = landmarks
+    est.components_ = est.landmarks_
+    est.projection_ = np.asarray(group["projection"][...], dtype=np.float64)
+    est.eigenvalues_ = np.asarray(group["eigenvalues"][...], dtype=np.float64)
+    est.gamma_ = float(attrs["gamma"])
+    est.n_components_ = int(attrs["n_components"])
+    est.n_features_in_ = int(attrs["n_features_in"])
+    if attrs.get("input_sha256") is not None:
+        est.input_sha256_ = attrs["input_sha256"]
+    if "scaler_mean" in group:
+        est.scaler_mean_ = np.asarray(group["scaler_mean"][...], dtype=np.float64)
+        est.scaler_scale_ = np.asarray(group["scaler_scale"][...], dtype=np.float64)
+    if est.projection_.shape != (est.landmarks_.shape[0], est.n_components_):
+        raise ValueError("the stored map is inconsistent (projection shape)")
+    return est

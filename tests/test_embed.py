@@ -1,0 +1,507 @@
+"""Tests of daskauc.embed: k-means, k-means Nystroem, random Fourier features, embedding stores."""
+
+import bz2
+import io
+import itertools
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import shared_data
+from dask.callbacks import Callback
+from distributed import get_task_stream
+from reference import embed as ref
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import MiniBatchKMeans as SkMiniBatchKMeans
+from sklearn.datasets import load_svmlight_file, make_blobs
+from sklearn.kernel_approximation import Nystroem, RBFSampler
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+
+from daskauc import _config
+from daskauc.data.store import open_dataset, writing_store
+from daskauc.embed._kernels import (
+    _gauss_from_gram_f32,
+    _gauss_from_gram_f64,
+    _nearest_center,
+    _sculley_update,
+)
+from daskauc.embed.fourier import RandomFourierFeatures
+from daskauc.embed.kmeans import (
+    MiniBatchKMeans,
+    kmeans_plusplus,
+    minibatch_kmeans,
+    sample_rows,
+)
+from daskauc.embed.nystroem import (
+    KMeansNystroem,
+    default_gamma,
+    gaussian_kernel,
+    load_embedding_map,
+)
+
+TOL = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+class ComputeCounter(Callback):
+    """Counts dask computes (one ``_start`` per compute call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def _start(self, dsk):
+        self.n += 1
+
+
+def _dataset_store(path, X, y, rows):
+    with writing_store(path, kind="dataset", attrs={"source": "test"}) as g:
+        zX = g.create_array("X", shape=X.shape, chunks=(rows, X.shape[1]), dtype=X.dtype)
+        zX[...] = X
+        zy = g.create_array("y", shape=y.shape, chunks=(rows,), dtype=np.int8)
+        zy[...] = y.astype(np.int8)
+    return str(path)
+
+
+def _blobs(n=6000, k=6, d=4, std=0.3, seed=0):
+    X, labels, centers = make_blobs(n_samples=n, centers=k, n_features=d, cluster_std=std,
+                                    center_box=(-20, 20), random_state=seed,
+                                    return_centers=True)
+    return X, labels, centers
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gauss_from_gram_matches_explicit_differences(dtype):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(70, 6)).astype(dtype)
+    U = np.concatenate([X[:5], 3 * rng.normal(size=(40, 6))]).astype(dtype)  # exact hits
+    for gamma in (1e-3, 0.2, 5.0):
+        K = X @ U.T
+        fn, bits = (_gauss_from_gram_f32, np.int32) if dtype == np.float32 else (
+            _gauss_from_gram_f64, np.int64)
+        X.setflags(write=False)  # kernels accept read-only inputs
+        fn(np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", U, U), np.empty(45, bits), K,
+           gamma)
+        expect = ref.gaussian_kernel(X, U, gamma)
+        # float32: the Gram trick loses ~eps32 * ||x||^2 in the distance
+        np.testing.assert_allclose(K, expect, rtol=TOL[dtype] * 10, atol=TOL[dtype])
+        assert K.dtype == dtype
+        assert np.all(K <= 1.0) and np.all(K >= 0.0)
+        np.testing.assert_allclose(np.diagonal(K[:5, :5]), 1.0, rtol=TOL[dtype])
+    K = np.zeros((2, 3), dtype)  # far apart: underflows to exactly 0
+    fn(np.full(2, 1e4, dtype), np.full(3, 1e4, dtype), np.empty(3, bits), K, 1.0)
+    assert np.all(K == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 5, 16, 37])
+def test_nearest_center_is_argmin_with_first_index_on_ties(dtype, k):
+    rng = np.random.default_rng(k)
+    C = rng.normal(size=(k, 3)).astype(dtype)
+    X = np.concatenate([rng.normal(size=(50, 3)), C]).astype(dtype)
+    if k > 2:
+        C[k - 1] = C[1]  # a duplicate centre: the smaller index must win
+    G = X @ C.T
+    labels = np.empty(len(X), np.int64)
+    best = np.empty(len(X))
+    _nearest_center(G, np.einsum("ij,ij->i", C, C), labels, best)
+    np.testing.assert_array_equal(labels, ref.nearest(X, C))
+    d2 = best + np.einsum("ij,ij->i", X.astype(np.float64), X.astype(np.float64))
+    np.testing.assert_allclose(d2, np.min(((X[:, None].astype(float) - C[None]) ** 2).sum(-1),
+                                          axis=1), atol=1e-4 if dtype == np.float32 else 1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sculley_update_equals_weighted_mean(dtype):
+    rng = np.random.default_rng(1)
+    Xb = rng.normal(size=(40, 3)).astype(dtype)
+    C = rng.normal(size=(4, 3))
+    counts = np.array([0, 3, 10, 0], np.int64)
+    labels = rng.integers(0, 3, size=40)  # centre 3 gets nothing
+    expect_C, expect_v = ref.minibatch_update(Xb, labels, C, counts)
+    _sculley_update(Xb, labels, C, counts)
+    np.testing.assert_allclose(C, expect_C, rtol=1e-12)
+    np.testing.assert_array_equal(counts, expect_v)
+
+
+# ----------------------------------------------------------------------------- k-means
+
+
+def test_kmeans_plusplus_picks_one_row_per_separated_blob():
+    X, labels, _ = _blobs(n=3000, k=8, std=0.01, seed=3)
+    C = kmeans_plusplus(X, 8, random_state=0)
+    hit = [int(np.flatnonzero((X == c).all(axis=1))[0]) for c in C]  # every centre is a row
+    assert sorted(labels[hit]) == list(range(8))
+
+
+def test_kmeans_recovers_blob_centres():
+    X, _, centers = _blobs()
+    C, counts, history = minibatch_kmeans(da.from_array(X, chunks=1000), 6, batch_size=256,
+                                          random_state=1)
+    D = np.sqrt(((C[:, None] - centers[None]) ** 2).sum(-1))
+    r, c = linear_sum_assignment(D)
+    assert D[r, c].max() < 0.05  # std 0.3 and 1000 rows per blob: mean error ~0.01
+    assert counts.sum() == 3 * len(X)
+    assert [h["epoch"] for h in history] == [0, 1, 2, 3]
+    assert history[-1]["n_empty"] == 0
+
+
+def test_kmeans_inertia_close_to_sklearn():
+    # overlapping blobs: both methods land in different local minima per seed (+-7%), so
+    # compare means over 8 seeds; sklearn runs single-threaded (same result, less contention)
+    X, _ = make_blobs(n_samples=8000, centers=20, n_features=5, cluster_std=2.0,
+                      random_state=4)
+    ours = [ref.inertia(X, minibatch_kmeans(X, 20, batch_size=512, random_state=s)[0])
+            for s in range(8)]
+    with threadpool_limits(1):
+        sk = [ref.inertia(X, SkMiniBatchKMeans(20, batch_size=512, max_iter=3, n_init=1,
+                                               random_state=s).fit(X).cluster_centers_)
+              for s in range(8)]
+    assert np.mean(ours) <= 1.05 * np.mean(sk), (ours, sk)
+
+
+def test_kmeans_numpy_equals_dask_one_chunk_and_estimator():
+    X, _, _ = _blobs(n=2000)
+    a = minibatch_kmeans(X, 5, batch_size=128, random_state=7)
+    b = minibatch_kmeans(da.from_array(X, chunks=-1), 5, batch_size=128, random_state=7)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    est = MiniBatchKMeans(5, batch_size=128, random_state=7).fit(X)
+    np.testing.assert_array_equal(est.cluster_centers_, a[0])
+    # many chunks is a different (valid) run, not the same numbers
+    c = minibatch_kmeans(da.from_array(X, chunks=300), 5, batch_size=128, random_state=7)
+    assert ref.inertia(X, c[0]) < 1.05 * ref.inertia(X, a[0])
+
+
+def test_seeding_sample_does_not_depend_on_chunking():
+    X, _, _ = _blobs(n=3000)
+    idx = np.sort(np.random.default_rng(0).choice(3000, 400, replace=False))
+    Xd = da.from_array(X, chunks=450)
+    s = sample_rows(Xd, idx)
+    assert "daskauc-sample" in s.name
+    np.testing.assert_array_equal(s.compute(), X[idx])
+    seeds = [minibatch_kmeans(Xin, 6, n_epochs=0, init_size=500, random_state=2)[0]
+             for Xin in (X, Xd, da.from_array(X, chunks=1000))]
+    for other in seeds[1:]:
+        np.testing.assert_array_equal(other, seeds[0])
+    hits = [(X == c).all(axis=1).any() for c in seeds[0]]
+    assert all(hits)  # seeds are data rows
+
+
+def test_kmeans_epoch_is_one_compute_with_named_chain():
+    X, _, _ = _blobs(n=3000)
+    Xd = da.from_array(X, chunks=500)
+    with ComputeCounter() as cc:
+        minibatch_kmeans(Xd, 4, n_epochs=2, random_state=0)
+    assert cc.n == 3  # the k-means++ sample, then one compute per epoch
+
+    seen = []
+
+    class Keys(Callback):
+        def _start(self, dsk):
+            seen.extend(str(k) for k in dsk)
+
+    with Keys():
+        minibatch_kmeans(Xd, 4, n_epochs=1, random_state=0)
+    assert sum("daskauc-kmeans-epoch-" in k for k in seen) >= 6  # one task per chunk
+
+
+def test_kmeans_estimator_predict_transform_score_partial_fit():
+    X, _, centers = _blobs(n=3000)
+    est = MiniBatchKMeans(6, batch_size=200, random_state=0).fit(X)
+    Xd = da.from_array(X, chunks=700)
+    np.testing.assert_array_equal(est.predict(X), ref.nearest(X, est.cluster_centers_))
+    np.testing.assert_array_equal(est.predict(Xd).compute(), est.predict(X))
+    Dist = est.transform(X)
+    expect = np.sqrt(((X[:, None] - est.cluster_centers_[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(Dist, expect, atol=1e-6)
+    np.testing.assert_allclose(est.transform(Xd).compute(), Dist, atol=1e-12)
+    assert est.score(X) == pytest.approx(-ref.inertia(X, est.cluster_centers_), rel=1e-10)
+    np.testing.assert_array_equal(est.fit_predict(X), est.predict(X))
+
+    inc = MiniBatchKMeans(6, batch_size=200, random_state=0)
+    for part in np.array_split(X, 3):
+        inc.partial_fit(part)
+    assert inc.n_iter_ == 3 and inc.counts_.sum() == len(X)
+    D = np.sqrt(((inc.cluster_centers_[:, None] - centers[None]) ** 2).sum(-1))
+    assert D[linear_sum_assignment(D)].max() < 0.1
+    with pytest.raises(ValueError, match="features"):
+        inc.partial_fit(X[:, :3])
+
+
+def test_kmeans_bad_input_errors():
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="n_clusters"):
+        minibatch_kmeans(X, 0)
+    with pytest.raises(ValueError, match="exceeds the number of rows"):
+        minibatch_kmeans(X, 21)
+    with pytest.raises(ValueError, match="init must have shape"):
+        minibatch_kmeans(X, 3, init=np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="batch_size"):
+        MiniBatchKMeans(2, batch_size=0).fit(X)
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        MiniBatchKMeans(2).fit(bad)
+    est = MiniBatchKMeans(2, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="3 features"):
+        est.predict(np.zeros((2, 3)))
+
+
+# ----------------------------------------------------------------------------- Nystroem
+
+
+def test_nystroem_all_landmarks_is_the_exact_kernel_map():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 8))
+    m = KMeansNystroem(landmarks="all").fit(X)
+    assert m.n_components_ == 300 and m.landmarks_.shape == (300, 8)
+    assert m.gamma_ == pytest.approx(ref.bandwidth_gamma(X), rel=1e-12)
+    Z = m.transform(X)
+    K = ref.gaussian_kernel(X, X, m.gamma_)
+    np.testing.assert_allclose(Z @ Z.T, K, rtol=0, atol=1e-8)
+    Xnew = rng.normal(size=(40, 8)) * 1.5
+    np.testing.assert_allclose(m.transform(Xnew) @ Z.T, ref.gaussian_kernel(Xnew, X, m.gamma_),
+                               rtol=0, atol=1e-8)
+
+
+def test_nystroem_matches_dense_pinv_reference_with_cut_eigenvalues():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 3))
+    U = np.concatenate([X[:30], X[:10] + 1e-9])  # near-duplicates: W is singular
+    m = KMeansNystroem(landmarks=U, gamma=0.3).fit(X)
+    assert m.n_components_ < len(U)
+    lam = m.eigenvalues_
+    assert np.all(np.diff(lam) <= 0) and np.all(lam[: m.n_components_] > 1e-8 * lam[0])
+    Z = m.transform(X[:50])
+    np.testing.assert_allclose(Z @ Z.T, ref.nystroem_kernel(X[:50], X[:50], U, 0.3),
+                               rtol=0, atol=1e-6)
+
+
+def test_nystroem_equals_sklearn_on_same_landmarks_up_to_rotation():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(500, 6))
+    m = KMeansNystroem(60, random_state=0, batch_size=64).fit(X)
+    assert m.n_components_ == 60  # well conditioned: sklearn does not truncate
+    sk = Nystroem(kernel="rbf", gamma=m.gamma_, n_components=60, random_state=0)
+    sk.fit(m.landmarks_)  # n_components == rows: sklearn's basis is every landmark
+    Z, Zs = m.transform(X), sk.transform(X)
+    np.testing.assert_allclose(Z @ Z.T, Zs @ Zs.T, rtol=0, atol=1e-6)
+
+
+def _ijcnn1_sample(n=4000, head=12_000):
+    # a uniform subsample of the first `head` rows (parsing all 49,990 takes ~5 s)
+    with bz2.open(shared_data("ijcnn1", "ijcnn1.trn.bz2"), "rb") as f:
+        text = b"".join(itertools.islice(f, head))
+    X, y = load_svmlight_file(io.BytesIO(text), n_features=22)
+    rows = np.sort(np.random.default_rng(0).choice(X.shape[0], size=n, replace=False))
+    X = StandardScaler().fit_transform(X[rows].toarray())
+    return X, y[rows]
+
+
+def _rel_frobenius_error(m, X, K):
+    Z = m.transform(X)
+    return np.linalg.norm(K - Z @ Z.T) / np.linalg.norm(K)
+
+
+def test_kmeans_landmarks_beat_random_on_ijcnn1(capsys):
+    X, _ = _ijcnn1_sample()
+    km = KMeansNystroem(200, batch_size=256, random_state=0).fit(X)
+    K = gaussian_kernel(X, X, km.gamma_)
+    np.testing.assert_allclose(K[:50, :50], ref.gaussian_kernel(X[:50], X[:50], km.gamma_),
+                               atol=1e-12)
+    err_km = _rel_frobenius_error(km, X, K)
+    err_rand = np.mean([_rel_frobenius_error(
+        KMeansNystroem(200, landmarks="random", random_state=s).fit(X), X, K) for s in range(3)])
+    with capsys.disabled():
+        print(f"\nijcnn1 4000 rows, 200 landmarks, rel. Frobenius error: k-means {err_km:.4f}, "
+              f"random {err_rand:.4f} (mean of 3)")
+    assert err_km < err_rand
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nystroem_input_kinds_agree(tmp_path, dtype):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(900, 5)).astype(dtype)
+    y = np.where(rng.random(900) < 0.3, 1, -1)
+    m = KMeansNystroem(40, random_state=0, batch_size=100).fit(X)
+    Z = m.transform(X)
+    assert Z.dtype == dtype and Z.shape == (900, m.n_components_)
+    one = m.transform(da.from_array(X, chunks=-1))
+    many = m.transform(da.from_array(X, chunks=128))
+    assert any(str(k[0] if isinstance(k, tuple) else k).startswith("daskauc-nystroem")
+               for k in many.__dask_keys__()[0])
+    store = _dataset_store(tmp_path / "ds.zarr", X, y, rows=200)
+    for other in (one.compute(), many.compute(), m.transform(store).compute()):
+        assert other.dtype == dtype
+        np.testing.assert_allclose(other, Z, rtol=0, atol=TOL[dtype])
+    # the same fit from a dask array in one chunk and from the store's single pass
+    m1 = KMeansNystroem(40, random_state=0, batch_size=100).fit(da.from_array(X, chunks=-1))
+    np.testing.assert_array_equal(m1.landmarks_, m.landmarks_)
+
+
+def test_nystroem_fit_budget_and_default_gamma(monkeypatch):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(2000, 4)) * [1, 2, 3, 4] + 5
+    monkeypatch.setattr(_config, "BANDWIDTH_ROWS", 300)  # the rule reads the first rows only
+    X[300:] *= 10
+    Xd = da.from_array(X, chunks=400)
+    with ComputeCounter() as cc:
+        m = KMeansNystroem(20, kmeans_epochs=2, random_state=0).fit(Xd)
+    assert cc.n == 3  # sample + bandwidth together, then one per epoch
+    assert m.gamma_ == pytest.approx(ref.bandwidth_gamma(X, max_rows=300), rel=1e-12)
+    assert default_gamma(Xd) == pytest.approx(m.gamma_, rel=1e-12)
+    assert len(m.kmeans_history_) == 3
+
+
+def test_nystroem_bad_input_errors():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    for kwargs, match in (({"n_components": 0}, "n_components"),
+                          ({"eig_tol": 2.0}, "eig_tol"),
+                          ({"gamma": -1.0}, "gamma"),
+                          ({"landmarks": "bogus"}, "landmarks"),
+                          ({"landmarks": np.zeros((4, 2))}, r"shape \(v, 3\)")):
+        with pytest.raises(ValueError, match=match):
+            KMeansNystroem(**kwargs).fit(X)
+    with pytest.raises(ValueError, match="identical"):
+        KMeansNystroem(3).fit(np.ones((10, 3)))
+    with pytest.warns(UserWarning, match="n_components=60"):
+        m = KMeansNystroem(60, landmarks="random", random_state=0).fit(X)
+    assert m.landmarks_.shape == (50, 3)
+    with pytest.raises(ValueError, match="2 features"):
+        m.transform(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="2 features"):
+        m.transform(da.zeros((3, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        m.transform(np.full((2, 3), np.nan))
+
+
+# ----------------------------------------------------------------------------- stores
+
+
+def test_write_embedding_round_trip(tmp_path):
+    rng = np.random.default_rng(6)
+    raw = (rng.normal(size=(700, 4)) * [1, 10, 100, 0.1] + 3).astype(np.float32)
+    y = np.where(rng.random(700) < 0.2, 2, 1)  # any two-valued convention
+    scaler = StandardScaler().fit(raw)
+    Xs = ((raw - scaler.mean_.astype(np.float32)) / scaler.scale_.astype(np.float32))
+    m = KMeansNystroem(30, random_state=0, batch_size=64).fit(Xs)
+    path = tmp_path / "emb.zarr"
+    with ComputeCounter() as cc:
+        ds = m.write_embedding(raw, path, y=y, scaler=scaler, chunk_rows=128)
+    assert cc.n == 1
+    assert ds.X.dtype == np.float32 and ds.X.shape == (700, m.n_components_)
+    assert ds.X.chunks[0][:-1] == (128,) * 5
+    np.testing.assert_allclose(ds.X.compute(), m.transform(Xs), rtol=0, atol=2e-6)
+    np.testing.assert_array_equal(ds.y.compute(), np.where(y == 2, 1, -1))
+    assert ds.attrs["n_positive"] == int((y == 2).sum())
+    assert ds.attrs["map_sha256"] and ds.attrs["input_sha256"] == m.input_sha256_
+
+    loaded = load_embedding_map(path)
+    np.testing.assert_array_equal(loaded.scaler_mean_, scaler.mean_)
+    new = (rng.normal(size=(25, 4)) * [1, 10, 100, 0.1] + 3).astype(np.float32)
+    np.testing.assert_allclose(loaded.transform(new),
+                               m.transform((new - scaler.mean_) / scaler.scale_),
+                               rtol=0, atol=2e-6)
+    np.testing.assert_array_equal(loaded.transform(raw[:64]), ds.X[:64].compute())
+
+    with pytest.raises(FileExistsError, match="overwrite"):
+        m.write_embedding(raw, path, y=y)
+    with pytest.raises(ValueError, match="5 features"):
+        m.write_embedding(np.zeros((3, 5)), tmp_path / "bad.zarr", y=[1, -1, 1])
+    with pytest.raises(ValueError, match="y is required"):
+        m.write_embedding(raw, tmp_path / "bad.zarr")
+    assert not (tmp_path / "bad.zarr").exists()
+
+
+def test_write_embedding_from_store_and_save_load(tmp_path):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(500, 3))
+    y = np.where(rng.random(500) < 0.5, 1, -1)
+    src = _dataset_store(tmp_path / "ds.zarr", X, y, rows=100)
+    m = KMeansNystroem(25, random_state=1, batch_size=64).fit(src)
+    for codec in ("none", "zstd"):
+        ds = m.write_embedding(src, tmp_path / f"emb-{codec}.zarr", compressor=codec)
+        assert ds.X.dtype == np.float64
+        np.testing.assert_allclose(ds.X.compute(), m.transform(X), rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(ds.y.compute(), y)
+        assert ds.attrs["source"] == src and ds.attrs["compressor"] == codec
+    ds2 = m.write_embedding(src, tmp_path / "emb-none.zarr", overwrite=True, chunk_rows=64)
+    assert ds2.X.chunks[0][0] == 64
+    m.save(tmp_path / "map.zarr")
+    back = KMeansNystroem.load(tmp_path / "map.zarr")
+    assert back.get_params()["n_components"] == 25 and back.gamma_ == m.gamma_
+    np.testing.assert_array_equal(back.transform(X[:30]), m.transform(X[:30]))
+    with pytest.raises(FileExistsError):
+        m.save(tmp_path / "map.zarr")
+    with pytest.raises(ValueError, match="not a 'nystroem' store"):
+        KMeansNystroem.load(tmp_path / "emb-zstd.zarr")
+
+
+# ----------------------------------------------------------------------------- Fourier
+
+
+def test_random_fourier_features_converge_to_the_kernel():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(6, 5))
+    gamma = 0.2
+    K = ref.gaussian_kernel(X, X, gamma)
+    rms = {}
+    for D in (100, 1000, 20000):
+        Z = RandomFourierFeatures(D, gamma=gamma, random_state=D).fit(X).transform(X)
+        err = Z @ Z.T - K
+        # each of the D terms has variance <= 1: |error| < 4.5 sd for every pair
+        assert np.abs(err).max() < 4.5 / np.sqrt(D), (D, np.abs(err).max())
+        rms[D] = np.sqrt(np.mean(err**2))
+    assert rms[20000] < rms[100] / 3
+
+
+def test_random_fourier_features_match_formula_and_sklearn():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(300, 4))
+    f = RandomFourierFeatures(64, random_state=0).fit(X)
+    assert f.gamma_ == pytest.approx(ref.bandwidth_gamma(X), rel=1e-12)
+    assert f.random_weights_.std() == pytest.approx(np.sqrt(2 * f.gamma_), rel=0.1)
+    Z = f.transform(X)
+    np.testing.assert_allclose(Z, ref.random_fourier(X, f.random_weights_, f.random_offset_),
+                               atol=1e-12)
+    sk = RBFSampler(gamma=f.gamma_, n_components=64).fit(X)
+    sk.random_weights_, sk.random_offset_ = f.random_weights_, f.random_offset_
+    np.testing.assert_allclose(Z, sk.transform(X), atol=1e-12)
+    Zd = f.transform(da.from_array(X, chunks=70))
+    assert "daskauc-rff" in Zd.name
+    np.testing.assert_allclose(Zd.compute(), Z, atol=1e-12)
+    Z32 = f.transform(X.astype(np.float32))
+    assert Z32.dtype == np.float32
+    np.testing.assert_allclose(Z32, Z, atol=1e-5)
+    with pytest.raises(ValueError, match="features"):
+        f.transform(X[:, :2])
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+def test_cluster_gives_the_same_embedding(dask_cluster_client, tmp_path):
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(1500, 4)).astype(np.float32)
+    y = np.where(rng.random(1500) < 0.3, 1, -1)
+    src = _dataset_store(tmp_path / "ds.zarr", X, y, rows=300)
+    results = {}
+    for sched in ("threads", dask_cluster_client):
+        key = "threads" if sched == "threads" else "cluster"
+        with dask.config.set(scheduler=sched), get_task_stream(dask_cluster_client) as ts:
+            m = KMeansNystroem(30, kmeans_epochs=1, random_state=3, batch_size=128).fit(src)
+            ds = m.write_embedding(src, tmp_path / f"emb-{key}.zarr")
+            results[key] = (m.landmarks_, ds.X.compute(scheduler="sync"))
+        names = {t["key"][0] if isinstance(t["key"], tuple) else t["key"] for t in ts.data}
+        on_cluster = {p for p in ("daskauc-kmeans-epoch", "daskauc-nystroem")
+                      if any(p in str(nm) for nm in names)}
+        assert on_cluster == (set() if key == "threads" else
+                              {"daskauc-kmeans-epoch", "daskauc-nystroem"})
+    np.testing.assert_allclose(results["cluster"][0], results["threads"][0], atol=1e-10)
+    np.testing.assert_allclose(results["cluster"][1], results["threads"][1], atol=1e-5)
+    assert open_dataset(tmp_path / "emb-cluster.zarr").attrs["n_positive"] == int((y > 0).sum())
