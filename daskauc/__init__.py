@@ -1,6 +1,32 @@
 """daskauc: out-of-core, Dask-distributed nonlinear AUC maximization."""
 
 from ._version import __version__
-from .data.store import Dataset, open_dataset
+from .data import (
+    Dataset,
+    MinMaxScaler,
+    StandardScaler,
+    ingest,
+    ingest_array,
+    normalize_rows,
+    open_dataset,
+    split_store,
+    train_test_split,
+    write_dataset,
+)
+from .embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures, load_embedding_map
+from .estimators.online import OAM, UnivariateAUC
+from .estimators.pairwise_sgd import PairwiseHingeSGD
+from .estimators.presets import NSAUC, NSVMSGD2
+from .estimators.ranksvm import RankSVM, cv_select_C
+from .io import load_model, save_model
+from .metrics import roc_auc, roc_curve
 
-__all__ = ["__version__", "Dataset", "open_dataset"]
+__all__ = [
+    "__version__",
+    "Dataset", "MinMaxScaler", "StandardScaler", "ingest", "ingest_array", "normalize_rows",
+    "open_dataset", "split_store", "train_test_split", "write_dataset",
+    "KMeansNystroem", "MiniBatchKMeans", "RandomFourierFeatures", "load_embedding_map",
+    "PairwiseHingeSGD", "RankSVM", "cv_select_C", "OAM", "UnivariateAUC",
+    "NSAUC", "NSVMSGD2",
+    "load_model", "save_model", "roc_auc", "roc_curve",
+]

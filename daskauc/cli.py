@@ -56,6 +56,10 @@ def _parse_value(text: str):
 def _cluster(args):
     from .cluster import get_client
 
+    import dask
+
+    if not args.verbose:  # worker processes log through their own config, set before start
+        dask.config.set({"logging.distributed": "error"})
     client = get_client(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit,
                         quiet=True)
     print(f"Dask dashboard: {client.dashboard_link}", flush=True)
@@ -352,11 +356,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_logging(verbose: bool) -> None:
+    """daskauc's own progress lines on stderr; Dask's logs only with --verbose."""
+    log = logging.getLogger("daskauc")
+    if not any(getattr(h, "_daskauc_cli", False) for h in log.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[daskauc] %(message)s"))
+        handler._daskauc_cli = True
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    level = logging.INFO if verbose else logging.WARNING
+    for name in ("distributed", "bokeh", "tornado"):
+        logging.getLogger(name).setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="[daskauc] %(message)s")
-    logging.getLogger("daskauc").setLevel(logging.INFO)
+    _configure_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, FileNotFoundError, FileExistsError) as exc:

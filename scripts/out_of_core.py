@@ -1,0 +1,144 @@
+"""Out-of-core check: embed covtype and run an NSAUC epoch on workers with less memory than
+the embedding.
+
+A LocalCluster of 2 workers x 1 GiB (2 GiB in all) writes the 464,809 x 1600 float32 training
+embedding of covtype (2.98 GB) to Zarr, then runs one NSAUC epoch and the exact test AUC
+streaming that store. Worker memory is sampled every 0.25 s; worker restarts are detected by
+comparing worker process ids before and after.
+
+    python scripts/out_of_core.py [--memory-limit 1GiB] [--landmarks 1600] [--workdir DIR]
+
+Writes docs/benchmarks/out_of_core.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import SHARED_DATA, machine_info, md_table, write_results  # noqa: E402
+
+
+def _rss():
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memory-limit", default="1GiB")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--landmarks", type=int, default=1600)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    import dask
+    from dask.utils import parse_bytes
+    from distributed import Client, LocalCluster
+
+    from daskauc.data import StandardScaler, ingest, open_dataset, split_store
+    from daskauc.embed.nystroem import KMeansNystroem
+    from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
+    from daskauc.metrics import roc_auc
+
+    work = args.workdir or tempfile.mkdtemp(prefix="daskauc-ooc-")
+    p = lambda name: os.path.join(work, name)  # noqa: E731
+    times = {}
+
+    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                           memory_limit=args.memory_limit, dashboard_address=":0")
+    client = Client(cluster)
+    print("dashboard:", client.dashboard_link, flush=True)
+    pids_before = client.run(os.getpid)
+    peaks = {w: 0 for w in pids_before}
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                for w, rss in client.run(_rss).items():
+                    peaks[w] = max(peaks.get(w, 0), rss)
+            except Exception:  # a worker may be busy or restarting; keep sampling
+                pass
+            time.sleep(0.25)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        tic = time.perf_counter()
+        if not os.path.exists(p("train.zarr")):
+            ingest(os.path.join(SHARED_DATA, "covtype", "covtype.libsvm.binary.xz"),
+                   p("covtype.zarr"), n_features=54, shuffle=True, random_state=args.seed,
+                   chunk_rows=50_000, overwrite=True)
+            split_store(p("covtype.zarr"), p("train.zarr"), p("test.zarr"), test_size=0.2,
+                        random_state=args.seed, overwrite=True)
+        times["ingest+split"] = time.perf_counter() - tic
+        train = open_dataset(p("train.zarr"))
+
+        tic = time.perf_counter()
+        scaler = StandardScaler().fit(train.X)
+        fmap = KMeansNystroem(n_components=args.landmarks, random_state=args.seed)
+        fmap.fit(scaler.transform(train.X))
+        times["scale+kmeans"] = time.perf_counter() - tic
+
+        tic = time.perf_counter()
+        emb = fmap.write_embedding(p("train.zarr"), p("train-emb.zarr"), scaler=scaler,
+                                   overwrite=True)
+        times["embed+write train"] = time.perf_counter() - tic
+        emb_bytes = emb.X.nbytes
+        tic = time.perf_counter()
+        emb_te = fmap.write_embedding(p("test.zarr"), p("test-emb.zarr"), scaler=scaler,
+                                      overwrite=True)
+        times["embed+write test"] = time.perf_counter() - tic
+
+        tic = time.perf_counter()
+        model = PairwiseHingeSGD(lam=1e-8, n_epochs=1, random_state=args.seed)
+        model.fit(emb.X, emb.y)  # not persisted: streamed from the store
+        times["nsauc epoch (streamed)"] = time.perf_counter() - tic
+        tic = time.perf_counter()
+        auc = float(roc_auc(emb_te.y, model.decision_function(emb_te.X)))
+        times["test AUC (streamed)"] = time.perf_counter() - tic
+    finally:
+        stop.set()
+        sampler.join()
+    pids_after = client.run(os.getpid)
+    restarted = sorted(set(pids_before.items()) ^ set(pids_after.items()))
+    limit = parse_bytes(args.memory_limit)
+    rows = [{"worker": w, "peak_rss_mib": round(v / 2**20), "limit_mib": round(limit / 2**20),
+             "peak/limit": round(v / limit, 2)} for w, v in peaks.items()]
+    summary = {
+        "embedding_gb": round(emb_bytes / 1e9, 2),
+        "cluster_memory_gb": round(limit * args.workers / 1e9, 2),
+        "workers_restarted": len(restarted) // 2,
+        "test_auc_after_1_epoch": auc,
+        "times_s": {k: round(v, 2) for k, v in times.items()},
+        "chunk_rows": int(emb.X.chunks[0][0]),
+        "machine": machine_info(),
+    }
+    md = ["# Out-of-core: embedding larger than the cluster's memory", "",
+          f"LocalCluster {args.workers} workers x {args.memory_limit}, 1 thread each "
+          f"({summary['cluster_memory_gb']} GB in all) against a "
+          f"{summary['embedding_gb']} GB float32 embedding (covtype 80% train, "
+          f"{args.landmarks} landmarks). Command: `python scripts/out_of_core.py`", "",
+          md_table(rows), "",
+          f"- workers restarted or killed: {summary['workers_restarted']}",
+          f"- NSAUC test AUC after one streamed epoch: {auc:.4f}",
+          f"- embedding chunks: {summary['chunk_rows']} rows "
+          f"({summary['chunk_rows'] * args.landmarks * 4 / 2**20:.0f} MiB)", "",
+          md_table([summary["times_s"]])]
+    write_results("out_of_core", summary | {"workers": rows}, "\n".join(md))
+    client.close()
+    cluster.close()
+    if restarted:
+        sys.exit("a worker was restarted")
+
+
+if __name__ == "__main__":
+    main()
