@@ -291,7 +291,10 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         W = gaussian_kernel(U, U, gamma)
         W = 0.5 * (W + W.T)
         np.fill_diagonal(W, 1.0)
-        lam, V = scipy.linalg.eigh(W, driver="evd")
+        # single-threaded: OpenBLAS's threaded eigensolver slows 5-25x when another process
+        # shares the cores (measured 0.6 s on one thread, 3-15 s on two, v = 1600)
+        with _config.blas_limit(1):
+            lam, V = scipy.linalg.eigh(W, driver="evd")
         lam, V = lam[::-1], V[:, ::-1]
         keep = lam > self.eig_tol * lam[0]
         r = int(np.count_nonzero(keep))
