@@ -21,7 +21,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_row_chunked, check_X_y, is_store_path
+from .online import OAM
 from .pairwise_sgd import PairwiseHingeSGD
+from .ranksvm import RankSVM
 
 logger = logging.getLogger("daskauc")
 
@@ -73,7 +75,8 @@ class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
                                          random_state=self._seed(0), dtype=self.dtype)
         from ..embed.nystroem import KMeansNystroem
 
-        return KMeansNystroem(n_components=self.n_landmarks, gamma=self.gamma,
+        n_landmarks = self.n_landmarks if self.n_landmarks is not None else self._n_train_rows
+        return KMeansNystroem(n_components=n_landmarks, gamma=self.gamma,
                               landmarks=self.landmarks, kmeans_epochs=self.kmeans_epochs,
                               dtype=self.dtype, random_state=self._seed(0))
 
@@ -108,6 +111,7 @@ class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
         timings["scale"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
+        self._n_train_rows = int(Xd.shape[0])
         fmap = self._make_map()
         fmap.fit(self._scale(Xd))
         self.embedding_ = fmap
@@ -232,3 +236,90 @@ class NSVMSGD2(NSAUC):
     """NSVMSGD2: NSAUC without averaging (the last SGD iterate), as in Khalid et al. Fig. 1."""
 
     _solver_fixed = {"average": False}
+
+
+class NBAUC(EmbeddedAUCModel):
+    __doc__ = f"""NBAUC: k-means Nystroem embedding + PRSVM+ truncated Newton (Khalid et al. Alg. 2).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Weight of the pairwise squared hinge in ``1/2 ||w||^2 + C sum_(i in P, j in N)
+        max(0, 1 - w.(phi(x_i) - phi(x_j)))^2``; the paper's grid is {{2^-15, ..., 2^10}}.
+    tol : float, default=1e-3
+        Stop when ``||grad F(w)|| <= tol ||grad F(0)||``.
+    max_iter : int, default=50
+        Newton iterations.
+    {_EMBEDDING_DOC}
+    random_state : int or None
+
+    See :class:`daskauc.RankSVM` for the solver.
+    """
+
+    _solver = RankSVM
+    _solver_params = ("C", "tol", "max_iter")
+
+    def __init__(self, C=1.0, *, tol=1e-3, max_iter=50, n_landmarks=1600, gamma=None,
+                 landmarks="kmeans", kmeans_epochs=3, standardize=True, dtype="float32",
+                 embedding_store=None, overwrite=False, persist=True, random_state=None):
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
+                        embedding_store, overwrite, persist, random_state)
+
+
+class RFAUC(NBAUC):
+    """RFAUC: random Fourier features (``n_landmarks`` of them) + PRSVM+ (the RFAUC baseline).
+
+    The parameters are NBAUC's; ``n_landmarks`` is the number of Fourier features D and
+    ``landmarks`` / ``kmeans_epochs`` are ignored.
+    """
+
+    _feature_map = "fourier"
+
+
+class KernelRankSVM(NBAUC):
+    """Exact Gaussian-kernel RankSVM for small n: every training row is a landmark.
+
+    Nystroem with all rows as landmarks is the exact kernel feature map (up to the
+    pseudo-inverse's eigenvalue cut-off), so PRSVM+ on it solves the kernel problem; this is
+    how Khalid et al. obtain their RBF-RankSVM baseline. Cost O(n^2) memory: small n only.
+    """
+
+    def __init__(self, C=1.0, *, tol=1e-3, max_iter=50, n_landmarks=None, gamma=None,
+                 landmarks="all", kmeans_epochs=3, standardize=True, dtype="float64",
+                 embedding_store=None, overwrite=False, persist=True, random_state=None):
+        super().__init__(C, tol=tol, max_iter=max_iter, n_landmarks=n_landmarks, gamma=gamma,
+                         landmarks=landmarks, kmeans_epochs=kmeans_epochs,
+                         standardize=standardize, dtype=dtype, embedding_store=embedding_store,
+                         overwrite=overwrite, persist=persist, random_state=random_state)
+
+
+class NOAM(EmbeddedAUCModel):
+    __doc__ = f"""NOAM: k-means Nystroem embedding + OAM with 100+100 reservoir buffers.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+    buffer_size : int, default=100
+    update : {{"seq", "gra"}}, default="seq"
+    n_epochs : int, default=1
+    {_EMBEDDING_DOC}
+    random_state : int or None
+    """
+
+    _solver = OAM
+    _solver_params = ("C", "buffer_size", "update", "n_epochs")
+
+    def __init__(self, C=1.0, *, buffer_size=100, update="seq", n_epochs=1, n_landmarks=1600,
+                 gamma=None, landmarks="kmeans", kmeans_epochs=3, standardize=True,
+                 dtype="float32", embedding_store=None, overwrite=False, persist=True,
+                 random_state=None):
+        self.C = C
+        self.buffer_size = buffer_size
+        self.update = update
+        self.n_epochs = n_epochs
+        _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
+                        embedding_store, overwrite, persist, random_state)
+
