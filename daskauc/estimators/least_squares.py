@@ -1,0 +1,409 @@
+"""scikit-learn estimators of the least-squares AUC family (SPEC §4.4).
+
+All of them target the same objective,
+
+    LS(w) = (1/(n+ n-)) sum_{i in P, j in N} (1 - w.(x_i - x_j))^2 + (lam/2) ||w||^2,
+
+and every ``lam`` below is on this one scale, whatever the paper's own parametrization (each
+class says how its paper's parameter maps to ``lam``), so that the methods can be compared at
+equal ``lam`` and share one grid. :class:`LSAUC` computes the minimizer exactly; the others
+are the stochastic methods of the literature, streaming row chunks through numba kernels.
+
+``LEAST_SQUARES_METHODS`` maps short names (``"lsauc"``, ``"twopass"``, ``"opauc"``,
+``"solam"``, ``"spam"``, ``"spdam"``) to the classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_n_features, check_params, check_X_y
+from ..solvers._result import SolverResult
+from ..solvers.opauc import opauc
+from ..solvers.solam import PENALTIES as SOLAM_PENALTIES
+from ..solvers.solam import VARIANTS as SOLAM_VARIANTS
+from ..solvers.solam import solam
+from ..solvers.spam import SCHEDULES as SPAM_SCHEDULES
+from ..solvers.spam import spam
+from ..solvers.spdam import spdam
+from ..solvers.stats import PRECISIONS, class_statistics, lsauc
+from ..solvers.twopass import SCHEDULES as TWOPASS_SCHEDULES
+from ..solvers.twopass import twopass_auc
+from ._base import LinearAUCModel
+
+_EPOCHS = (int, {"low": 1})
+_SHUFFLE = (bool, {})
+_LAM = (float, {"low": 0.0})
+
+
+class _LSModel(LinearAUCModel):
+    """fit / partial_fit shared by the family; subclasses define ``_params`` and ``_run``."""
+
+    _params: dict = {}
+    #: n_iter_ counts partial_fit calls (LSAUC) instead of the state's epochs.
+    _counts_calls = False
+
+    def _run(self, X, y, state, n_epochs: int, continuing: bool) -> SolverResult:
+        raise NotImplementedError
+
+    def fit(self, X, y=None):
+        """Fit on ``X`` (numpy, dask, Zarr array or dataset store path) and labels ``y``.
+
+        Returns
+        -------
+        self
+        """
+        check_params(self, self._params)
+        Xd, yd, classes = check_X_y(X, y)
+        res = self._run(Xd, yd, None, getattr(self, "n_epochs", 1), False)
+        self._set_result(res, classes, Xd.shape[1])
+        return self
+
+    def partial_fit(self, X, y=None, classes=None):
+        """Continue from the fitted state with one more epoch over ``X``.
+
+        ``classes`` is accepted for scikit-learn compatibility; when given it must match the
+        labels the model was (or is being) fitted with.
+        """
+        check_params(self, self._params)
+        Xd, yd, cls = check_X_y(X, y)
+        if classes is not None and not np.array_equal(np.sort(np.asarray(classes)),
+                                                      np.sort(np.asarray(cls))):
+            raise ValueError(f"classes={list(classes)} do not match the labels of y {list(cls)}")
+        state = getattr(self, "_solver_state", None)
+        history: list = []
+        n_done = 0
+        if state is not None:
+            check_n_features(Xd.shape, self.n_features_in_)
+            if not np.array_equal(np.asarray(cls), self.classes_):
+                raise ValueError(
+                    f"y has classes {list(cls)} but the model was fitted with "
+                    f"{list(self.classes_)}"
+                )
+            history, n_done = list(self.history_), self.n_iter_
+        res = self._run(Xd, yd, state, 1, state is not None)
+        self._set_result(res, cls, Xd.shape[1])
+        self.history_ = history + self.history_
+        if self._counts_calls:
+            self.n_iter_ = n_done + 1
+        return self
+
+
+class LSAUC(_LSModel):
+    """Exact least-squares AUC: one distributed pass and one r x r solve.
+
+    Parameters
+    ----------
+    lam : float >= 0, default 1e-3
+        L2 penalty of LS.
+    precision : {"auto", "float64", "mixed"}
+        How the per-chunk scatter matrices are formed
+        (:func:`daskauc.solvers.stats.class_statistics`).
+
+    Attributes
+    ----------
+    coef_ : ndarray (r,)
+        ``w* = (S+ + S- + D D^T + (lam/2) I)^{-1} D``.
+    history_ : list of dict
+        The objective, the solve's relative residual and the timings.
+    n_iter_, converged_, classes_, n_features_in_ : as every daskauc model.
+
+    Notes
+    -----
+    Minimizes LS(w) exactly (module docstring): the "B-LS-SVM" batch baseline of the SPAM /
+    SPDAM papers, computed from the class statistics instead of iteratively. ``partial_fit``
+    merges the statistics of a new batch and solves again (exact for a stream).
+
+    References
+    ----------
+    Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
+    """
+
+    _params = {"lam": _LAM, "precision": (str, {"choices": PRECISIONS})}
+    _counts_calls = True
+
+    def __init__(self, lam: float = 1e-3, *, precision: str = "auto"):
+        self.lam = lam
+        self.precision = precision
+
+    def _run(self, X, y, state, n_epochs, continuing):
+        stats = class_statistics(X, y, precision=self.precision)
+        if state is not None:
+            stats = state.combine(stats)
+        return lsauc(X, y, lam=float(self.lam), stats=stats)
+
+
+class TwoPassAUC(_LSModel):
+    """TwoPassAUC (Luan & Gao 2018): class means, then SGD with an unbiased gradient of LS.
+
+    Parameters
+    ----------
+    lam : float >= 0, default 1e-3
+        L2 penalty of LS (the paper's lambda; its grid is {2^-10, ..., 4}).
+    eta : float > 0, default 2^-6
+        Step size (the paper's grid {2^-10, ..., 4}).
+    schedule : {"constant", "invsqrt"}
+        ``eta`` (the paper) or ``eta / sqrt(t)``.
+    n_epochs : int >= 1, default 5
+        SGD passes after the pass for the means (the paper makes one).
+    shuffle : bool
+        Shuffle the chunk order each epoch (rows are always permuted inside a chunk).
+    random_state : None, int or Generator
+
+    Notes
+    -----
+    Follows the paper, with the per-row weighting corrected from ``1/T+`` to ``n/n+`` so that
+    the mean of the per-row gradients is exactly the gradient of LS
+    (:mod:`daskauc.solvers.twopass`). Output: the last iterate. The paper calls it TPAUC; this
+    name avoids LibAUC's TPAUC (two-way partial AUC).
+
+    References
+    ----------
+    Luan & Gao, "Two-pass AUC optimization", CAAI Trans. Intelligent Systems 13(3), 2018.
+    """
+
+    _params = {"lam": _LAM, "eta": (float, {"low": 0.0, "include_low": False}),
+               "schedule": (str, {"choices": TWOPASS_SCHEDULES}), "n_epochs": _EPOCHS,
+               "shuffle": _SHUFFLE}
+
+    def __init__(self, lam: float = 1e-3, *, eta: float = 2.0**-6, schedule: str = "constant",
+                 n_epochs: int = 5, shuffle: bool = True, random_state=None):
+        self.lam = lam
+        self.eta = eta
+        self.schedule = schedule
+        self.n_epochs = n_epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _run(self, X, y, state, n_epochs, continuing):
+        return twopass_auc(X, y, lam=float(self.lam), eta=float(self.eta),
+                           schedule=self.schedule, n_epochs=n_epochs, shuffle=self.shuffle,
+                           random_state=self.random_state, state=state,
+                           update_means=continuing)
+
+
+class OPAUC(_LSModel):
+    """OPAUC (Gao et al. 2013): one pass with running class means and covariances.
+
+    Parameters
+    ----------
+    lam : float >= 0, default 1e-3
+        L2 penalty of LS; the paper's ``lambda`` is ``lam / 2`` (its grid 2^[-10:0]).
+    eta : float > 0, default 2^-6
+        Constant step size (the paper's grid 2^[-12:10]).
+    n_epochs : int >= 1, default 1
+        The paper makes one pass.
+    shuffle, random_state : as :class:`TwoPassAUC`.
+
+    Notes
+    -----
+    The full-covariance OPAUC of the paper (not its low-rank variant for high dimensions):
+    O(r^2) memory and O(r^2) time per row; constant step; last iterate. ``partial_fit``
+    continues the stream (statistics and model). Impractical at r in the thousands: use
+    :class:`LSAUC` (exact, one GEMM pass) or an O(r) method there.
+
+    References
+    ----------
+    Gao, Jin, Zhu & Zhou, "One-pass AUC optimization", ICML 2013.
+    """
+
+    _params = {"lam": _LAM, "eta": (float, {"low": 0.0, "include_low": False}),
+               "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+
+    def __init__(self, lam: float = 1e-3, *, eta: float = 2.0**-6, n_epochs: int = 1,
+                 shuffle: bool = True, random_state=None):
+        self.lam = lam
+        self.eta = eta
+        self.n_epochs = n_epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _run(self, X, y, state, n_epochs, continuing):
+        return opauc(X, y, lam=float(self.lam), eta=float(self.eta), n_epochs=n_epochs,
+                     shuffle=self.shuffle, random_state=self.random_state, state=state)
+
+
+class SOLAM(_LSModel):
+    """SOLAM (Ying, Wen & Lyu 2016) and regSOLAM (``penalty="l2"``, Natole et al. 2019).
+
+    Parameters
+    ----------
+    zeta : float > 0, default 100
+        Step constant, ``gamma_t = zeta / sqrt(t)`` (the authors' demo: 100; grid 1:9:100).
+    R : float > 0, default 10
+        Radius of the ball of ``w`` (demo: 10; grid 10^[-1:5]).
+    penalty : {"projection", "l2"}
+        SOLAM's projection, or regSOLAM's L2 penalty ``p(1-p) (lam/2) ||w||^2`` (which makes
+        its saddle point the minimizer of LS with ``lam``).
+    lam : float >= 0, default 0
+        regSOLAM's penalty on the LS scale (unused with ``"projection"``).
+    variant : {"paper", "authors"}
+        ``"paper"``: zero initialization, projection of ``a, b`` onto ``[-R kappa, R kappa]``
+        and of ``alpha`` onto ``[-2 R kappa, 2 R kappa]``. ``"authors"``: the authors' code,
+        ``w = (R / sqrt(r)) 1``, ``a = b = R``, ``alpha = 2R``, ``a, b <= R`` and
+        ``|alpha| <= 2R``.
+    kappa : float, optional
+        Bound on ``||x||``; default the running maximum over the chunks seen.
+    n_epochs : int >= 1, default 15
+        The demo makes 15 passes.
+    shuffle, random_state : as :class:`TwoPassAUC`.
+
+    Notes
+    -----
+    Saddle-point SGD on ``F(w, a, b, alpha; z)`` with ``p`` estimated online; output the
+    gamma-weighted average of the iterates (:mod:`daskauc.solvers.solam`).
+
+    References
+    ----------
+    Ying, Wen & Lyu, "Stochastic online AUC maximization", NIPS 2016.
+    Natole, Ying & Lyu, "Stochastic AUC optimization algorithms with linear convergence",
+    Front. Appl. Math. Stat. 5:30, 2019.
+    """
+
+    _params = {"zeta": (float, {"low": 0.0, "include_low": False}),
+               "R": (float, {"low": 0.0, "include_low": False}),
+               "penalty": (str, {"choices": SOLAM_PENALTIES}), "lam": _LAM,
+               "variant": (str, {"choices": SOLAM_VARIANTS}),
+               "kappa": (float, {"low": 0.0, "include_low": False, "optional": True}),
+               "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+
+    def __init__(self, zeta: float = 100.0, *, R: float = 10.0, penalty: str = "projection",
+                 lam: float = 0.0, variant: str = "paper", kappa: float | None = None,
+                 n_epochs: int = 15, shuffle: bool = True, random_state=None):
+        self.zeta = zeta
+        self.R = R
+        self.penalty = penalty
+        self.lam = lam
+        self.variant = variant
+        self.kappa = kappa
+        self.n_epochs = n_epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _run(self, X, y, state, n_epochs, continuing):
+        return solam(X, y, zeta=float(self.zeta), R=float(self.R), penalty=self.penalty,
+                     lam=float(self.lam), variant=self.variant,
+                     kappa=None if self.kappa is None else float(self.kappa),
+                     n_epochs=n_epochs, shuffle=self.shuffle, random_state=self.random_state,
+                     state=state)
+
+
+class SPAM(_LSModel):
+    """SPAM-L2 / SPAM-NET (Natole, Ying & Lyu 2018): stochastic proximal AUC maximization.
+
+    Parameters
+    ----------
+    lam : float >= 0, default 1e-3
+        L2 penalty on the LS scale; the paper's ``beta = p (1-p) lam``.
+    l1 : float >= 0, default 0
+        L1 penalty on the LS scale (``beta1 = p (1-p) l1``); ``l1 > 0`` is SPAM-NET.
+    eta : float > 0, default 1
+        Step constant: ``eta / sqrt(t)`` (``schedule="invsqrt"``, the authors' code, ``eta`` =
+        their C) or ``eta / (t + 1)`` (``"inverse"``, the O(log T/T) theorem, ``eta = 1/C~``).
+    schedule : {"invsqrt", "inverse"}
+    average : bool, default True
+        Output the uniform average of the iterates, or the last iterate (``False``; the
+        iterate the paper's theorems bound).
+    n_epochs : int >= 1, default 5
+    shuffle, random_state : as :class:`TwoPassAUC`.
+
+    Notes
+    -----
+    Class means from a first pass (as the authors' code); per row a gradient step on
+    ``F(w, a(w), b(w), alpha(w); z)`` with ``alpha(w) = w.(c- - c+)`` (the paper's sign), then
+    the proximal map (soft-threshold, then shrink). Output: the uniform average of the
+    iterates (or the last one). Objective: ``LS(w) + l1 ||w||_1``
+    (:mod:`daskauc.solvers.spam`).
+
+    References
+    ----------
+    Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
+    """
+
+    _params = {"lam": _LAM, "l1": (float, {"low": 0.0}),
+               "eta": (float, {"low": 0.0, "include_low": False}),
+               "schedule": (str, {"choices": SPAM_SCHEDULES}), "average": (bool, {}),
+               "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+
+    def __init__(self, lam: float = 1e-3, *, l1: float = 0.0, eta: float = 1.0,
+                 schedule: str = "invsqrt", average: bool = True, n_epochs: int = 5,
+                 shuffle: bool = True, random_state=None):
+        self.lam = lam
+        self.l1 = l1
+        self.eta = eta
+        self.schedule = schedule
+        self.average = average
+        self.n_epochs = n_epochs
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _run(self, X, y, state, n_epochs, continuing):
+        return spam(X, y, lam=float(self.lam), l1=float(self.l1), eta=float(self.eta),
+                    schedule=self.schedule, average=self.average, n_epochs=n_epochs,
+                    shuffle=self.shuffle, random_state=self.random_state, state=state,
+                    update_means=continuing)
+
+
+class SPDAM(_LSModel):
+    """SPDAM (Natole, Ying & Lyu 2019): stochastic primal-dual, linear convergence to LSAUC.
+
+    Parameters
+    ----------
+    lam : float > 0, default 1e-3
+        L2 penalty of LS (the strong convexity of SPDC's ``g`` is ``lam / 2``).
+    batch_size : int >= 1, default 1
+        Mini-batch size ``m``. Per epoch, SPDC's guaranteed contraction is
+        ``theta^(n/m)``, best at small ``m``; the paper's figures use 10% of n.
+    n_epochs : int >= 1, default 10
+    R : float, optional
+        Bound on the rescaled row norms used by SPDC's step rules; default from the first
+        pass.
+    shuffle, random_state : as :class:`TwoPassAUC`.
+
+    Notes
+    -----
+    SPDC (Zhang & Xiao) on ``(1/n) sum_i (w.xbar_i)^2 / 2 + g(w) = (LS(w) - 1)/2`` with
+    closed-form dual steps, a Sherman-Morrison primal step and SPDC's sigma, tau, theta
+    (:mod:`daskauc.solvers.spdam`). One dual per row: ``partial_fit`` continues on the same
+    rows only.
+
+    References
+    ----------
+    Natole, Ying & Lyu, "Stochastic AUC optimization algorithms with linear convergence",
+    Front. Appl. Math. Stat. 5:30, 2019.
+    Zhang & Xiao, "Stochastic primal-dual coordinate method for regularized empirical risk
+    minimization", JMLR 18, 2017.
+    """
+
+    _params = {"lam": (float, {"low": 0.0, "include_low": False}),
+               "batch_size": (int, {"low": 1}), "n_epochs": _EPOCHS,
+               "R": (float, {"low": 0.0, "include_low": False, "optional": True}),
+               "shuffle": _SHUFFLE}
+
+    def __init__(self, lam: float = 1e-3, *, batch_size: int = 1, n_epochs: int = 10,
+                 R: float | None = None, shuffle: bool = True, random_state=None):
+        self.lam = lam
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.R = R
+        self.shuffle = shuffle
+        self.random_state = random_state
+
+    def _run(self, X, y, state, n_epochs, continuing):
+        return spdam(X, y, lam=float(self.lam), batch_size=int(self.batch_size),
+                     n_epochs=n_epochs, shuffle=self.shuffle, random_state=self.random_state,
+                     R=None if self.R is None else float(self.R), state=state)
+
+
+LEAST_SQUARES_METHODS: dict[str, Any] = {
+    "lsauc": LSAUC,
+    "twopass": TwoPassAUC,
+    "opauc": OPAUC,
+    "solam": SOLAM,
+    "spam": SPAM,
+    "spdam": SPDAM,
+}
+
+__all__ = ["LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM", "LEAST_SQUARES_METHODS"]

@@ -1,0 +1,118 @@
+"""OPAUC: one-pass AUC optimization with running class statistics (Gao et al. 2013; SPEC §4.4).
+
+Gao et al. minimize ``(lam_o/2) ||w||^2 + (1/(2 n+ n-)) sum_{i in P, j in N}
+(1 - w.(x_i - x_j))^2`` one row at a time: for a positive ``x_t`` (once a negative has been
+seen), the loss against every negative seen so far has the gradient
+
+    lam_o w - x_t + c- + (x_t - c-)(x_t - c-)^T w + S- w,
+
+with ``c-`` and ``S-`` the running mean and covariance (``1/n-`` normalized) of the negatives;
+and for a negative ``x_t`` (the pairs are ``x_i - x_t``, so the linear term changes sign)
+
+    lam_o w + (x_t - c+) + (x_t - c+)(x_t - c+)^T w + S+ w. Averaged over the rows (with the final
+statistics) this is ``(1/2) grad LS_0(w) + lam_o w``, so ``lam_o = lam / 2`` makes OPAUC target
+the minimizer of LS with penalty ``lam`` (the family's common scale); this module takes
+``lam`` on that scale. Steps are ``w <- w - eta * gradient`` with a constant ``eta``; the output
+is the last iterate.
+
+Each class keeps its running sum and its scatter ``sum x x^T`` (lower triangle, float64):
+O(r^2) memory and O(r^2) time per row (a rank-one update and a symmetric matrix-vector
+product), which is what makes OPAUC impractical at large r (see
+``scripts/bench_least_squares.py``). The state (two r x r matrices) travels with the chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .._validation import check_param
+from ._ls_kernels import _opauc_chunk
+from ._result import SolverResult
+from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, seed_parts, stream_epochs
+from .twopass import _check_dim
+
+
+@dataclass(frozen=True)
+class OPAUCState:
+    """Model and running statistics (``counts = [negatives, positives]`` seen)."""
+
+    w: np.ndarray
+    sum_pos: np.ndarray
+    sum_neg: np.ndarray
+    G_pos: np.ndarray
+    G_neg: np.ndarray
+    counts: np.ndarray
+    steps: int
+    epoch: int
+    seed_entropy: int
+    seed_key: tuple
+
+
+def _opauc_step(Xb, yb, state: OPAUCState, seed, extra, *, eta, lam):
+    X = as_block(Xb)
+    yv = np.asarray(yb, dtype=np.int8)
+    order = row_order(seed, yv.shape[0])
+    w = state.w.copy()
+    sp, sn = state.sum_pos.copy(), state.sum_neg.copy()
+    Gp, Gn = state.G_pos.copy(), state.G_neg.copy()
+    counts = state.counts.copy()
+    steps = _opauc_chunk(X, yv, order, w, sp, sn, Gp, Gn, counts, float(eta), 0.5 * float(lam))
+    return replace(state, w=w, sum_pos=sp, sum_neg=sn, G_pos=Gp, G_neg=Gn, counts=counts,
+                   steps=state.steps + int(steps))
+
+
+def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
+          shuffle: bool = True, random_state=None, stats: ClassStats | None = None,
+          state: OPAUCState | None = None) -> SolverResult:
+    """OPAUC over streamed chunks (one pass by default, as in the paper).
+
+    Parameters
+    ----------
+    X, y : data
+    lam : float >= 0
+        L2 penalty on the LS scale (the paper's ``lambda = lam / 2``).
+    eta : float > 0
+        Constant step size.
+    n_epochs : int
+        Passes; later passes keep accumulating the statistics (each row counts once per pass,
+        which leaves the means and covariances unchanged).
+    shuffle, random_state : see :func:`daskauc.solvers.twopass.twopass_auc`
+    stats : ClassStats, optional
+        If given, history records ``objective`` = LS(w).
+    state : OPAUCState, optional
+        Continue a previous run (``partial_fit``: the stream goes on).
+
+    Returns
+    -------
+    SolverResult
+        ``coef`` the last iterate; ``state`` an :class:`OPAUCState`.
+
+    Notes
+    -----
+    Per-row gradient for a positive ``x_t``:
+    ``(lam/2) w - x_t + c- + (x_t - c-)(x_t - c-)^T w + S- w`` (module docstring); it averages
+    to half the gradient of LS, whose minimizer is the target.
+
+    References
+    ----------
+    Gao, Jin, Zhu & Zhou, "One-pass AUC optimization", ICML 2013.
+    """
+    check_param("lam", lam, float, low=0.0)
+    check_param("eta", eta, float, low=0.0, include_low=False)
+    check_param("n_epochs", n_epochs, int, low=0)
+    Xd, yd = _as_xy(X, y)
+    if state is None:
+        r = Xd.shape[1]
+        entropy, key = seed_parts(random_state)
+        state = OPAUCState(np.zeros(r), np.zeros(r), np.zeros(r), np.zeros((r, r)),
+                           np.zeros((r, r)), np.zeros(2, dtype=np.int64), 0, 0, entropy, key)
+    _check_dim(state.w, Xd)
+    report = (lambda s: {"objective": ls_objective(s.w, stats, lam)}) if stats else None
+    state, history = stream_epochs(
+        _opauc_step, Xd, yd, state, solver="opauc", n_epochs=n_epochs, shuffle=shuffle,
+        params={"eta": float(eta), "lam": float(lam)}, report=report,
+    )
+    return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
+                        history=history, state=state)

@@ -1,0 +1,168 @@
+"""SOLAM and regSOLAM: saddle-point SGD for least-squares AUC (Ying, Wen & Lyu 2016; SPEC §4.4).
+
+SOLAM solves
+
+    min_{||w|| <= R, a, b} max_alpha  E[F(w, a, b, alpha; z)],
+    F = (1-p)(w.x - a)^2 1[y=1] + p (w.x - b)^2 1[y=-1]
+        + 2 (1 + alpha)(p w.x 1[y=-1] - (1-p) w.x 1[y=1]) - p (1-p) alpha^2,
+
+whose value in ``w`` (after optimizing ``a, b, alpha``) is ``p (1-p) (LS_0(w) - 1)``, LS_0 the
+unpenalized least-squares AUC objective. With ``p`` estimated online
+(``p_t = (#positives among the first t rows) / t``) and ``gamma_t = zeta / sqrt(t)``, each row
+makes a descent step in ``(w, a, b)`` and an ascent step in ``alpha`` with the stochastic
+gradients (written out in seed 004; ``y = +1``):
+
+    dF/dw = 2 (1-p)(w.x - a - 1 - alpha) x,   dF/da = -2 (1-p)(w.x - a),   dF/db = 0,
+    dF/dalpha = -2 (1-p) w.x - 2 p (1-p) alpha,
+
+and for ``y = -1``: ``dF/dw = 2 p (w.x - b + 1 + alpha) x``, ``dF/da = 0``,
+``dF/db = -2 p (w.x - b)``, ``dF/dalpha = 2 p w.x - 2 p (1-p) alpha``; then projects, and
+outputs the gamma-weighted average of the iterates ``sum gamma_t v_t / sum gamma_t``
+(``v_t`` the iterate the step at ``t`` started from).
+
+Variants (``variant``):
+
+* ``"paper"`` (default): ``w = 0, a = b = alpha = 0`` initially; projection onto
+  ``||w|| <= R``, ``|a|, |b| <= R kappa``, ``|alpha| <= 2 R kappa``, ``kappa = max ||x||``.
+* ``"authors"``: as the authors' MATLAB code: ``w = (R/sqrt(r)) 1`` (norm R),
+  ``a = b = R``, ``alpha = 2 R``; ``a`` and ``b`` clipped from above only (at R),
+  ``|alpha| <= 2 R``.
+
+regSOLAM (``penalty="l2"``, Natole et al. 2019): no projection; an L2 penalty
+``p_t (1 - p_t) (lam/2) ||w||^2`` is added to F, so that the saddle point is the minimizer of
+LS with penalty ``lam`` (the family's common scale).
+
+``kappa=None`` uses the largest row norm seen so far, updated chunk by chunk before the chunk's
+rows are visited (SOLAM is a one-pass method; an exact kappa would cost a pass of its own).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .._validation import check_param
+from ._ls_kernels import _solam_chunk
+from ._result import SolverResult
+from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, seed_parts, stream_epochs
+from .twopass import _check_dim
+
+PENALTIES = ("projection", "l2")
+VARIANTS = ("paper", "authors")
+
+
+@dataclass(frozen=True)
+class SOLAMState:
+    """``scal`` holds a, b, alpha, their averages, the sum of the gammas, positives seen."""
+
+    w: np.ndarray
+    wbar: np.ndarray
+    scal: np.ndarray
+    t: int
+    kappa: float
+    epoch: int
+    seed_entropy: int
+    seed_key: tuple
+
+
+def initial_state(r: int, *, R: float, variant: str, penalty: str, random_state) -> SOLAMState:
+    entropy, key = seed_parts(random_state)
+    scal = np.zeros(8)
+    w = np.zeros(r)
+    if variant == "authors" and penalty == "projection":
+        w[:] = R / math.sqrt(r)
+        scal[0] = scal[1] = R
+        scal[2] = 2.0 * R
+    return SOLAMState(w, np.zeros(r), scal, 0, 0.0, 0, entropy, key)
+
+
+def _solam_step(Xb, yb, state: SOLAMState, seed, extra, *, zeta, R, kappa, mode, lam):
+    X = as_block(Xb)
+    yv = np.asarray(yb, dtype=np.int8)
+    order = row_order(seed, yv.shape[0])
+    if kappa is None:
+        block_max = math.sqrt(float(np.max(np.einsum("ij,ij->i", X, X, dtype=np.float64),
+                                           initial=0.0)))
+        kap = max(state.kappa, block_max)
+    else:
+        kap = float(kappa)
+    w = state.w.copy()
+    wbar = state.wbar.copy()
+    scal = state.scal.copy()
+    t = _solam_chunk(X, yv, order, w, wbar, scal, state.t, float(zeta), float(R), kap, mode,
+                     float(lam))
+    return replace(state, w=w, wbar=wbar, scal=scal, t=int(t), kappa=kap)
+
+
+def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "projection",
+          lam: float = 0.0, variant: str = "paper", kappa: float | None = None,
+          n_epochs: int = 15, shuffle: bool = True, random_state=None,
+          stats: ClassStats | None = None, state: SOLAMState | None = None) -> SolverResult:
+    """SOLAM (projection) or regSOLAM (L2 penalty) over streamed chunks.
+
+    Parameters
+    ----------
+    X, y : data
+    zeta : float > 0
+        Step constant: ``gamma_t = zeta / sqrt(t)`` (demo default 100).
+    R : float > 0
+        Radius of the ball of ``w`` (projection only; demo default 10).
+    penalty : {"projection", "l2"}
+        SOLAM or regSOLAM.
+    lam : float >= 0
+        regSOLAM's L2 penalty on the LS scale (ignored with ``"projection"``).
+    variant : {"paper", "authors"}
+        Initialization and projection of ``a, b, alpha`` (module docstring).
+    kappa : float, optional
+        Bound on ``||x||``; default the running maximum.
+    n_epochs : int
+        Passes (the demo makes 15).
+    shuffle, random_state : see :func:`daskauc.solvers.twopass.twopass_auc`
+    stats : ClassStats, optional
+        If given, history records ``objective`` = LS(wbar) (with ``lam``).
+    state : SOLAMState, optional
+        Continue a previous run.
+
+    Returns
+    -------
+    SolverResult
+        ``coef`` the gamma-weighted average ``wbar``; ``state`` a :class:`SOLAMState`.
+
+    Notes
+    -----
+    Saddle point of ``E[F(w, a, b, alpha; z)]`` (module docstring); the ``w``-part is the
+    minimizer of LS (with penalty ``lam`` for regSOLAM, constrained to ``||w|| <= R`` for
+    SOLAM).
+
+    References
+    ----------
+    Ying, Wen & Lyu, "Stochastic online AUC maximization", NIPS 2016.
+    Natole, Ying & Lyu, "Stochastic AUC optimization algorithms with linear convergence",
+    Frontiers in Applied Mathematics and Statistics 5:30, 2019 (regSOLAM).
+    """
+    check_param("zeta", zeta, float, low=0.0, include_low=False)
+    check_param("R", R, float, low=0.0, include_low=False)
+    check_param("penalty", penalty, str, choices=PENALTIES)
+    check_param("lam", lam, float, low=0.0)
+    check_param("variant", variant, str, choices=VARIANTS)
+    if kappa is not None:
+        check_param("kappa", kappa, float, low=0.0, include_low=False)
+    check_param("n_epochs", n_epochs, int, low=0)
+    Xd, yd = _as_xy(X, y)
+    if state is None:
+        state = initial_state(Xd.shape[1], R=float(R), variant=variant, penalty=penalty,
+                              random_state=random_state)
+    _check_dim(state.w, Xd)
+    mode = 2 if penalty == "l2" else (0 if variant == "paper" else 1)
+    lam_eff = float(lam) if penalty == "l2" else 0.0
+    report = (lambda s: {"objective": ls_objective(s.wbar, stats, lam_eff)}) if stats else None
+    state, history = stream_epochs(
+        _solam_step, Xd, yd, state, solver="solam", n_epochs=n_epochs, shuffle=shuffle,
+        params={"zeta": float(zeta), "R": float(R), "kappa": kappa, "mode": mode,
+                "lam": lam_eff},
+        report=report,
+    )
+    return SolverResult(coef=state.wbar.copy(), n_iter=state.epoch, converged=True,
+                        history=history, state=state)

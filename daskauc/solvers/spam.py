@@ -1,0 +1,157 @@
+"""SPAM: stochastic proximal AUC maximization (Natole, Ying & Lyu 2018; SPEC §4.4).
+
+SOLAM's saddle-point function (Ying, Wen & Lyu 2016), with ``p = n+/n``,
+
+    F(w, a, b, alpha; z) = (1-p) (w.x - a)^2 1[y=1] + p (w.x - b)^2 1[y=-1]
+                           + 2 (1 + alpha) (p w.x 1[y=-1] - (1-p) w.x 1[y=1])
+                           - p (1-p) alpha^2,
+
+is minimized in ``a, b`` and maximized in ``alpha`` at ``a(w) = w.c+``, ``b(w) = w.c-`` and
+``alpha(w) = w.(c- - c+)`` (the paper's sign; a widely copied port uses ``w.(c+ - c-)``,
+which turns the step into an ascent direction for the ``(w.D)^2`` term). With the class means
+from a first pass (as in the authors' code), the gradient in ``w`` at those values is
+
+    y = +1:  2 (1-p) (w.x - a(w) - 1 - alpha(w)) x
+    y = -1:  2 p     (w.x - b(w) + 1 + alpha(w)) x,
+
+whose mean over the rows is ``p (1-p)`` times the gradient of the unpenalized LS. So SPAM
+with penalty ``Omega(w) = (beta/2) ||w||^2 + beta1 ||w||_1`` minimizes
+``p (1-p) [LS_lam(w) - 1 + l1 ||w||_1]`` when ``beta = p (1-p) lam`` and
+``beta1 = p (1-p) l1``: that is how this module maps ``lam`` / ``l1`` (on the LS scale, shared
+by the whole family) to the paper's ``beta`` / ``beta1``.
+
+Each step: ``u = w - eta_t * grad``; then the proximal map of ``eta_t Omega``:
+soft-threshold by ``eta_t beta1`` (SPAM-NET; skipped for SPAM-L2), then shrink by
+``1 / (1 + eta_t beta)``. Output: the uniform average of the iterates (SPEC), or with
+``average=False`` the last iterate (the one SPAM's convergence theorems bound).
+Steps: ``eta_t = eta / sqrt(t)`` (``schedule="invsqrt"``, the authors' code, ``eta`` = their
+C) or ``eta_t = eta / (t + 1)`` (``schedule="inverse"``, the O(log T / T) theorem's
+``1 / (C~ (t+1))`` with ``eta = 1/C~``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .._validation import check_param
+from ._ls_kernels import _spam_chunk
+from ._result import SolverResult
+from .stats import (
+    ClassMeans,
+    ClassStats,
+    _as_xy,
+    as_block,
+    class_means,
+    ls_objective,
+    row_order,
+    seed_parts,
+    stream_epochs,
+)
+from .twopass import _check_dim
+
+SCHEDULES = ("invsqrt", "inverse")
+
+
+@dataclass(frozen=True)
+class SPAMState:
+    w: np.ndarray
+    wbar: np.ndarray
+    t: int
+    means: ClassMeans
+    epoch: int
+    seed_entropy: int
+    seed_key: tuple
+
+
+def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule):
+    X = as_block(Xb)
+    yv = np.asarray(yb, dtype=np.int8)
+    order = row_order(seed, yv.shape[0])
+    m = state.means
+    p = m.p
+    w = state.w.copy()
+    wbar = state.wbar.copy()
+    t = _spam_chunk(X, yv, order, m.mean_pos, m.mean_neg, w, wbar, state.t, float(eta),
+                    schedule == "invsqrt", p, p * (1.0 - p) * lam, p * (1.0 - p) * l1)
+    return replace(state, w=w, wbar=wbar, t=int(t))
+
+
+def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
+         schedule: str = "invsqrt", average: bool = True, n_epochs: int = 5,
+         shuffle: bool = True, random_state=None, means: ClassMeans | None = None,
+         stats: ClassStats | None = None, state: SPAMState | None = None,
+         update_means: bool = False) -> SolverResult:
+    """SPAM-L2 (``l1 = 0``) or SPAM-NET (``l1 > 0``) over streamed chunks.
+
+    Parameters
+    ----------
+    X, y : data
+    lam : float >= 0
+        L2 penalty on the LS scale (the paper's ``beta = p (1-p) lam``).
+    l1 : float >= 0
+        L1 penalty on the LS scale (the paper's ``beta1 = p (1-p) l1``); > 0 gives SPAM-NET.
+    eta : float > 0
+        Step constant: ``eta/sqrt(t)`` or ``eta/(t+1)`` by ``schedule``.
+    schedule : {"invsqrt", "inverse"}
+    average : bool
+        Return the uniform average of the iterates (SPEC, default) or the last iterate
+        (the iterate the paper's convergence theorems bound).
+    n_epochs : int
+    shuffle : bool
+    random_state : None, int or Generator
+    means : ClassMeans, optional
+        First pass, if already computed.
+    stats : ClassStats, optional
+        If given, history records ``objective`` = LS(wbar) and ``objective_last`` = LS(w).
+    state : SPAMState, optional
+        Continue a previous run.
+    update_means : bool
+        With ``state``: merge this X's class statistics into the state's first.
+
+    Returns
+    -------
+    SolverResult
+        ``coef`` the averaged (or last) iterate; ``state`` a :class:`SPAMState` (holding
+        both).
+
+    Notes
+    -----
+    Minimizes ``E[F(w, a(w), b(w), alpha(w); z)] + Omega(w)``, equivalently
+    ``LS(w) + l1 ||w||_1`` with LS's penalty ``lam`` (module docstring).
+
+    References
+    ----------
+    Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
+    Ying, Wen & Lyu, "Stochastic online AUC maximization", NIPS 2016.
+    """
+    check_param("lam", lam, float, low=0.0)
+    check_param("l1", l1, float, low=0.0)
+    check_param("eta", eta, float, low=0.0, include_low=False)
+    check_param("schedule", schedule, str, choices=SCHEDULES)
+    check_param("average", average, bool)
+    check_param("n_epochs", n_epochs, int, low=0)
+    Xd, yd = _as_xy(X, y)
+    fresh = state is None
+    if fresh:
+        if means is None:
+            means = class_means(Xd, yd)
+        entropy, key = seed_parts(random_state)
+        r = Xd.shape[1]
+        state = SPAMState(np.zeros(r), np.zeros(r), 0, means, 0, entropy, key)
+    _check_dim(state.w, Xd)
+    if update_means and not fresh:
+        state = replace(state, means=state.means.combine(means or class_means(Xd, yd)))
+    report = None
+    if stats is not None:
+        def report(s):
+            return {"objective": ls_objective(s.wbar, stats, lam),
+                    "objective_last": ls_objective(s.w, stats, lam)}
+    state, history = stream_epochs(
+        _spam_step, Xd, yd, state, solver="spam", n_epochs=n_epochs, shuffle=shuffle,
+        params={"lam": float(lam), "l1": float(l1), "eta": float(eta), "schedule": schedule},
+        report=report,
+    )
+    return SolverResult(coef=(state.wbar if average else state.w).copy(), n_iter=state.epoch,
+                        converged=True, history=history, state=state)
