@@ -169,3 +169,20 @@ def test_unknown_chunks_and_bad_params():
         PairwiseHingeSGD(lam=0.0).fit(np.ones((4, 2)), np.array([1, -1, 1, -1]))
     with pytest.raises(TypeError, match="dtype object"):
         PairwiseHingeSGD().fit(np.array([["a", 1]], dtype=object), np.array([1]))
+
+
+def test_nan_in_dask_input_is_caught_in_the_first_epoch_only():
+    from daskauc._validation import check_finite, without_finite_check
+    from daskauc.solvers.stream import is_materialized
+
+    X, y = _separable(n=400)
+    X_bad = X.copy()
+    X_bad[350, 2] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or infinity \(first in row 350\)"):
+        PairwiseHingeSGD(lam=1e-3, n_epochs=2, random_state=0).fit(
+            da.from_array(X_bad, chunks=(100, 6)), da.from_array(y, chunks=100))
+    Xp = da.from_array(X, chunks=(100, 6)).persist()
+    checked = check_finite(Xp)
+    assert not is_materialized(checked)
+    assert is_materialized(without_finite_check(checked))
+    np.testing.assert_array_equal(without_finite_check(checked).compute(), X)

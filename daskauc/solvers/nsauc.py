@@ -33,7 +33,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .._validation import seed_sequence
+from .._validation import seed_sequence, without_finite_check
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
@@ -229,11 +229,13 @@ def pairwise_hinge_sgd(
         run_seed.entropy, spawn_key=(*run_seed.spawn_key, state.epoch)
     ).spawn(n_epochs)
     history = []
+    X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
     for e in range(n_epochs):
         order_seed, *visit_seeds = epoch_seeds[e].spawn(1 + X.numblocks[0])
         order = chunk_order(X.numblocks[0], order_seed, shuffle)
         tic = time.perf_counter()
-        graph = epoch_graph(_nsauc_step, X, y, state, solver="nsauc", order=order,
+        graph = epoch_graph(_nsauc_step, X if e == 0 else X_unchecked, y, state, solver="nsauc",
+                            order=order,
                             seeds=visit_seeds, per_chunk=steps, params=params)
         (state,) = dask.compute(graph)
         state = replace(state, epoch=state.epoch + 1)
