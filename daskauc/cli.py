@@ -356,16 +356,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each record."""
+
+    def emit(self, record):
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def _configure_logging(verbose: bool) -> None:
     """daskauc's own progress lines on stderr; Dask's logs only with --verbose."""
     log = logging.getLogger("daskauc")
-    if not any(getattr(h, "_daskauc_cli", False) for h in log.handlers):
-        handler = logging.StreamHandler()
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("[daskauc] %(message)s"))
-        handler._daskauc_cli = True
         log.addHandler(handler)
     log.setLevel(logging.INFO)
-    log.propagate = False
     level = logging.INFO if verbose else logging.WARNING
     for name in ("distributed", "bokeh", "tornado"):
         logging.getLogger(name).setLevel(level)
