@@ -14,9 +14,10 @@ from .data import (
     write_dataset,
 )
 from .embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures, load_embedding_map
+from .estimators.least_squares import LSAUC, OPAUC, SOLAM, SPAM, SPDAM, TwoPassAUC
 from .estimators.online import OAM, UnivariateAUC
 from .estimators.pairwise_sgd import PairwiseHingeSGD
-from .estimators.presets import NBAUC, NOAM, NSAUC, NSVMSGD2, RFAUC, KernelRankSVM
+from .estimators.presets import NBAUC, NOAM, NSAUC, NSOLAM, NSVMSGD2, RFAUC, KernelRankSVM
 from .estimators.ranksvm import RankSVM, cv_select_C
 from .io import load_model, save_model
 from .metrics import roc_auc, roc_curve
@@ -27,6 +28,7 @@ __all__ = [
     "open_dataset", "split_store", "train_test_split", "write_dataset",
     "KMeansNystroem", "MiniBatchKMeans", "RandomFourierFeatures", "load_embedding_map",
     "PairwiseHingeSGD", "RankSVM", "cv_select_C", "OAM", "UnivariateAUC",
-    "NSAUC", "NSVMSGD2", "NBAUC", "RFAUC", "KernelRankSVM", "NOAM",
+    "NSAUC", "NSVMSGD2", "NBAUC", "RFAUC", "KernelRankSVM", "NOAM", "NSOLAM",
+    "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
     "load_model", "save_model", "roc_auc", "roc_curve",
 ]

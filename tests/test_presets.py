@@ -7,7 +7,15 @@ from sklearn.metrics import roc_auc_score
 
 from daskauc import PairwiseHingeSGD, load_model, save_model
 from daskauc.embed import gaussian_kernel
-from daskauc.estimators.presets import NBAUC, NOAM, NSAUC, NSVMSGD2, RFAUC, KernelRankSVM
+from daskauc.estimators.presets import (
+    NBAUC,
+    NOAM,
+    NSAUC,
+    NSOLAM,
+    NSVMSGD2,
+    RFAUC,
+    KernelRankSVM,
+)
 
 
 def _circle(n=600, seed=0):
@@ -25,6 +33,7 @@ def _circle(n=600, seed=0):
         lambda: NBAUC(C=1e-3, n_landmarks=80, random_state=0),
         lambda: RFAUC(C=1e-3, n_landmarks=300, random_state=0),
         lambda: NOAM(C=0.5, n_epochs=3, n_landmarks=80, random_state=0),
+        lambda: NSOLAM(zeta=10.0, R=10.0, n_epochs=5, n_landmarks=80, random_state=0),
     ],
 )
 def test_presets_learn_a_nonlinear_ranking(make):

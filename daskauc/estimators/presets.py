@@ -21,6 +21,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import as_row_chunked, check_X_y, is_store_path
+from .least_squares import SOLAM
 from .online import OAM
 from .pairwise_sgd import PairwiseHingeSGD
 from .ranksvm import RankSVM
@@ -239,7 +240,7 @@ class NSVMSGD2(NSAUC):
 
 
 class NBAUC(EmbeddedAUCModel):
-    __doc__ = f"""NBAUC: k-means Nystroem embedding + PRSVM+ truncated Newton (Khalid et al. Alg. 2).
+    __doc__ = f"""NBAUC: k-means Nystroem embedding + PRSVM+ truncated Newton (Khalid Alg. 2).
 
     Parameters
     ----------
@@ -319,6 +320,35 @@ class NOAM(EmbeddedAUCModel):
         self.C = C
         self.buffer_size = buffer_size
         self.update = update
+        self.n_epochs = n_epochs
+        _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
+                        embedding_store, overwrite, persist, random_state)
+
+
+class NSOLAM(EmbeddedAUCModel):
+    __doc__ = f"""NSOLAM: k-means Nystroem embedding + SOLAM (Khalid et al.'s NSOLAM baseline).
+
+    Parameters
+    ----------
+    zeta : float, default=100.0
+        Step scale, gamma_t = zeta / sqrt(t); the paper's grid is {{1:9:100}}.
+    R : float, default=10.0
+        Radius of the projection ||w|| <= R; the paper's grid is {{1e-1, ..., 1e5}}.
+    n_epochs : int, default=15
+    {_EMBEDDING_DOC}
+    random_state : int or None
+
+    See :class:`daskauc.estimators.least_squares.SOLAM` for the solver.
+    """
+
+    _solver = SOLAM
+    _solver_params = ("zeta", "R", "n_epochs")
+
+    def __init__(self, zeta=100.0, *, R=10.0, n_epochs=15, n_landmarks=1600, gamma=None,
+                 landmarks="kmeans", kmeans_epochs=3, standardize=True, dtype="float32",
+                 embedding_store=None, overwrite=False, persist=True, random_state=None):
+        self.zeta = zeta
+        self.R = R
         self.n_epochs = n_epochs
         _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
                         embedding_store, overwrite, persist, random_state)
