@@ -54,9 +54,9 @@ def _parse_value(text: str):
 # -- cluster and progress ---------------------------------------------------------------------
 @contextlib.contextmanager
 def _cluster(args):
-    from .cluster import get_client
-
     import dask
+
+    from .cluster import get_client
 
     if not args.verbose:  # worker processes log through their own config, set before start
         dask.config.set({"logging.distributed": "error"})

@@ -104,7 +104,7 @@ def main(argv=None) -> None:
     one = da.from_array(Z_np, chunks=Z_np.shape)
     one_y = da.from_array(y_np, chunks=y_np.shape)
     for epochs in (1, 2, 5):
-        for label, (Xs, ys) in (("chunks (%d)" % Z.numblocks[0], (Z, y)),
+        for label, (Xs, ys) in ((f"chunks ({Z.numblocks[0]})", (Z, y)),
                                 ("global (1 chunk)", (one, one_y))):
             aucs = []
             for seed in range(3):

@@ -39,7 +39,6 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
-    import dask
     from dask.utils import parse_bytes
     from distributed import Client, LocalCluster
 

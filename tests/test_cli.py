@@ -30,7 +30,7 @@ def _libsvm(path, n=400, seed=0):
     X = rng.normal(size=(n, 4))
     y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 > 1.5, 2, 1)  # labels 1/2, nonlinear
     with open(path, "w") as f:
-        for xi, yi in zip(X, y):
+        for xi, yi in zip(X, y, strict=True):
             f.write(f"{yi} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in enumerate(xi)) + "\n")
     return X, y
 

@@ -2,13 +2,13 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from reference import sgd as ref
 from sklearn.metrics import roc_auc_score
 
 from daskauc._validation import check_X_y
 from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
 from daskauc.solvers._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
-from daskauc.solvers.nsauc import pairwise_hinge_sgd, search_eta0, steps_per_chunk
-from reference import sgd as ref
+from daskauc.solvers.nsauc import search_eta0, steps_per_chunk
 
 
 def _separable(n=2000, d=6, seed=0, gap=0.5):

@@ -19,8 +19,8 @@ def _visit_log(X_block, y_block, state, seed, extra):
 
 
 def _zarr_array(tmp_path, X, rows):
-    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(rows, X.shape[1]),
-                        dtype=X.dtype)
+    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape,
+                        chunks=(rows, X.shape[1]), dtype=X.dtype)
     z[...] = X
     return da.from_zarr(z)
 
