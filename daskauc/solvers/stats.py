@@ -54,8 +54,30 @@ SPLIT_EVERY = 8
 # results
 
 
+class _PerClass:
+    """What both per-class summaries derive from counts and means (``mean_pos``/``mean_neg``)."""
+
+    @property
+    def n(self) -> int:
+        return self.n_pos + self.n_neg
+
+    @property
+    def p(self) -> float:
+        """Fraction of positives ``n+ / n``."""
+        return self.n_pos / self.n
+
+    @property
+    def D(self) -> np.ndarray:
+        """``c+ - c-``, the difference of the class means."""
+        return self.mean_pos - self.mean_neg
+
+    @property
+    def max_norm(self) -> float:
+        return max(self.max_norm_pos, self.max_norm_neg)
+
+
 @dataclass(frozen=True)
-class ClassMeans:
+class ClassMeans(_PerClass):
     """Counts, sums and largest row norms per class: the cheap first pass.
 
     Attributes
@@ -76,30 +98,12 @@ class ClassMeans:
     max_norm_neg: float
 
     @property
-    def n(self) -> int:
-        return self.n_pos + self.n_neg
-
-    @property
-    def p(self) -> float:
-        """Fraction of positives ``n+ / n``."""
-        return self.n_pos / self.n
-
-    @property
     def mean_pos(self) -> np.ndarray:
         return self.sum_pos / max(self.n_pos, 1)
 
     @property
     def mean_neg(self) -> np.ndarray:
         return self.sum_neg / max(self.n_neg, 1)
-
-    @property
-    def D(self) -> np.ndarray:
-        """``c+ - c-``, the difference of the class means."""
-        return self.mean_pos - self.mean_neg
-
-    @property
-    def max_norm(self) -> float:
-        return max(self.max_norm_pos, self.max_norm_neg)
 
     def combine(self, other: ClassMeans) -> ClassMeans:
         """Statistics of the union of two disjoint row sets."""
@@ -112,7 +116,7 @@ class ClassMeans:
 
 
 @dataclass(frozen=True)
-class ClassStats:
+class ClassStats(_PerClass):
     """First and second moments per class: everything LS(w) depends on.
 
     Stored as counts, means and *centred* scatter matrices ``M2 = sum (x - c)(x - c)^T``
@@ -137,14 +141,6 @@ class ClassStats:
     m2_neg: np.ndarray
     max_norm_pos: float = 0.0
     max_norm_neg: float = 0.0
-
-    @property
-    def n(self) -> int:
-        return self.n_pos + self.n_neg
-
-    @property
-    def p(self) -> float:
-        return self.n_pos / self.n
 
     @property
     def n_features(self) -> int:
@@ -175,10 +171,6 @@ class ClassStats:
     @property
     def cov_neg(self) -> np.ndarray:
         return self.m2_neg / max(self.n_neg, 1)
-
-    @property
-    def D(self) -> np.ndarray:
-        return self.mean_pos - self.mean_neg
 
     def means(self) -> ClassMeans:
         """The first-pass statistics contained in these."""
