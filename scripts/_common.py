@@ -19,13 +19,16 @@ def machine_info() -> dict:
     from threadpoolctl import threadpool_info
 
     blas = [
-        {k: d.get(k) for k in ("internal_api", "version", "num_threads", "architecture")}
+        {k: d.get(k) for k in ("user_api", "internal_api", "version", "num_threads",
+                               "architecture")}
         for d in threadpool_info()
         if d.get("user_api") == "blas"
     ]
     return {
         "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "blas": blas,
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),

@@ -28,33 +28,19 @@ import itertools
 import json
 import lzma
 import os
-import platform
 import shutil
+import sys
 import tempfile
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COVTYPE = os.path.join(os.path.dirname(ROOT), "shared", "data", "covtype",
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import BENCH_DIR as OUT  # noqa: E402
+from _common import SHARED_DATA, gemm_rate, machine_info  # noqa: E402
+
+COVTYPE = os.path.join(SHARED_DATA, "covtype",
                        "covtype.libsvm.binary.xz")
-OUT = os.path.join(ROOT, "docs", "benchmarks")
-
-
-def machine() -> dict:
-    import psutil
-    from threadpoolctl import threadpool_info
-
-    return {
-        "python": platform.python_version(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "load_average": os.getloadavg(),
-        "blas": threadpool_info(),
-        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-    }
 
 
 def load_covtype(n_lines: int | None):
@@ -70,18 +56,6 @@ def timed(fn, *args, **kwargs):
     t = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - t
-
-
-def gemm_rate(dtype=np.float32, n=20000, k=1600, m=1600, repeat=3) -> float:
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((n, k)).astype(dtype)
-    B = rng.standard_normal((k, m)).astype(dtype)
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - t)
-    return 2.0 * n * k * m / best
 
 
 def gemm_rate_parallel(dtype=np.float32, n=10000, k=1600, m=1600, repeat=3) -> float:
@@ -306,7 +280,7 @@ def main(argv=None):
                       "rel_frobenius_random_mean3": err_rand}
     print(json.dumps(res["quality"], indent=1))
 
-    res["machine"] = machine()
+    res["machine"] = machine_info()
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "embed.json"), "w") as f:
         json.dump(res, f, indent=2, default=float)
