@@ -203,11 +203,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
             y = y.ravel() if (y.ndim == 2 and y.shape[1] == 1) else y
         if y.ndim != 1:
             raise ValueError(f"{name} must be 1-D; got shape {y.shape}")
-        if y.dtype == np.int8 and pos_label is None and positive_classes is None:
-            # daskauc's own stores already hold {-1,+1}; trust but check the classes lazily
-            uniq = np.unique(da.unique(y).compute())
-        else:
-            uniq = np.unique(da.unique(y).compute())
+        uniq = np.unique(da.unique(y).compute())
         positives = label_classes(uniq, pos_label, positive_classes)
         return y.map_blocks(_to_pm1, positives, dtype=np.int8, token="daskauc-labels"), (
             _classes_of(uniq, positives)

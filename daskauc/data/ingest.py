@@ -49,6 +49,7 @@ import numpy as np
 
 from .. import _config
 from .._validation import as_row_chunked, check_param, label_classes, seed_sequence
+from ..solvers.stream import class_counts_block
 from . import _kernels as K
 from .store import (
     Dataset,
@@ -941,10 +942,6 @@ def _check_pm1(block: np.ndarray) -> np.ndarray:
     return block.astype(np.int8, copy=False)
 
 
-def _class_counts(block: np.ndarray) -> np.ndarray:
-    return np.array([[np.count_nonzero(block < 0), np.count_nonzero(block > 0)]], dtype=np.int64)
-
-
 def _counts_attrs(counts) -> dict:
     counts = np.asarray(counts).reshape(-1, 2).sum(axis=0)
     return {"n_negative": int(counts[0]), "n_positive": int(counts[1])}
@@ -1002,7 +999,7 @@ def write_dataset(
                                                 token="daskauc-check-labels")
     meta = {**(attrs or {}), "n_samples": int(n), "n_features": int(d),
             "dtype": Xd.dtype.name, "chunk_rows": cr}
-    counts = yd.map_blocks(_class_counts, chunks=((1,) * yd.numblocks[0], (2,)), new_axis=1,
+    counts = yd.map_blocks(class_counts_block, chunks=((1,) * yd.numblocks[0], (2,)), new_axis=1,
                            dtype=np.int64, token="daskauc-class-counts").sum(axis=0)
 
     def _arrays(group):

@@ -31,7 +31,8 @@ class LinearAUCModel(ClassifierMixin, BaseEstimator):
         if Xn.ndim != 2:
             raise ValueError(f"X must be 2-D; got shape {Xn.shape}")
         check_n_features(Xn.shape, coef.shape[0])
-        Xn = as_row_chunked(Xn).compute() if Xn.dtype.kind not in "f" else Xn
+        if Xn.dtype.kind not in "f":
+            Xn = Xn.astype(np.float64)
         if not np.isfinite(Xn).all():
             raise ValueError("X contains NaN or infinity")
         return linear_scores(Xn, coef)

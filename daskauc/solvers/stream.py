@@ -144,15 +144,18 @@ def run_epoch(step, X, y, state, **kwargs) -> Any:
     return out
 
 
+def class_counts_block(block: np.ndarray) -> np.ndarray:
+    """``[[negatives, positives]]`` of one block of {-1,+1} labels."""
+    block = np.asarray(block)
+    return np.array([[np.count_nonzero(block < 0), np.count_nonzero(block > 0)]],
+                    dtype=np.int64)
+
+
 def block_class_counts(y: da.Array) -> np.ndarray:
     """Per-chunk (negatives, positives) counts of a {-1,+1} label array: shape (n_chunks, 2).
 
     One small pass over ``y``; the result is used to weight chunks and sample pairs.
     """
-    def _counts(b):
-        b = np.asarray(b)
-        return np.array([[np.count_nonzero(b < 0), np.count_nonzero(b > 0)]], dtype=np.int64)
-
-    counts = y.map_blocks(_counts, chunks=((1,) * y.numblocks[0], (2,)), new_axis=1,
+    counts = y.map_blocks(class_counts_block, chunks=((1,) * y.numblocks[0], (2,)), new_axis=1,
                           dtype=np.int64, token="daskauc-class-counts")
     return np.asarray(counts.compute())
