@@ -21,26 +21,20 @@ logger = logging.getLogger("daskauc")
 
 # -- methods the fit command knows ------------------------------------------------------------
 def _methods() -> dict:
-    """name -> (estimator class, fixed params). Solver families register here as they exist."""
+    """name -> (estimator class, fixed params) for ``daskauc fit --method``."""
+    from .estimators.least_squares import LEAST_SQUARES_METHODS
+    from .estimators.online import ONLINE_METHODS
     from .estimators.pairwise_sgd import PairwiseHingeSGD
+    from .estimators.ranksvm import RankSVM
 
     methods = {
         "nsauc": (PairwiseHingeSGD, {"average": True}),
         "nsvmsgd2": (PairwiseHingeSGD, {"average": False}),
+        "nbauc": (RankSVM, {}),
+        "ranksvm": (RankSVM, {}),
     }
-    with contextlib.suppress(ImportError):
-        from .estimators.ranksvm import RankSVM
-
-        methods["nbauc"] = (RankSVM, {})
-        methods["ranksvm"] = (RankSVM, {})
-    with contextlib.suppress(ImportError):
-        from .estimators.least_squares import LEAST_SQUARES_METHODS
-
-        methods.update({k: (v, {}) for k, v in LEAST_SQUARES_METHODS.items()})
-    with contextlib.suppress(ImportError):
-        from .estimators.online import ONLINE_METHODS
-
-        methods.update({k: (v, {}) for k, v in ONLINE_METHODS.items()})
+    methods.update({k: (v, {}) for k, v in LEAST_SQUARES_METHODS.items()})
+    methods.update({k: (v, {}) for k, v in ONLINE_METHODS.items()})
     return methods
 
 
@@ -330,10 +324,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fit", help="fit a linear AUC solver on a dataset/embedding store")
     p.add_argument("store")
     p.add_argument("model", help="where to save the fitted model (Zarr group)")
-    p.add_argument("--method", default="nsauc")
-    p.add_argument("--lam", type=float, default=None)
-    p.add_argument("--C", type=float, default=None)
-    p.add_argument("--epochs", dest="n_epochs", type=int, default=None)
+    p.add_argument("--method", default="nsauc",
+                   help="nsauc, nsvmsgd2, nbauc (= ranksvm: PRSVM+ Newton), lsauc, twopass, "
+                        "opauc, solam, spam, spdam, oam, uni-exp, uni-squ (default nsauc)")
+    p.add_argument("--lam", type=float, default=None,
+                   help="regularization of the SGD and least-squares methods")
+    p.add_argument("--C", type=float, default=None,
+                   help="loss weight of nbauc/ranksvm and oam")
+    p.add_argument("--epochs", dest="n_epochs", type=int, default=None,
+                   help="passes over the data (stochastic methods)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="any other estimator parameter (JSON value)")
     p.add_argument("--validation", default=None, help="store whose AUC is reported")

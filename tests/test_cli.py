@@ -63,6 +63,42 @@ def test_ingest_embed_fit_evaluate(tmp_path, capsys):
     assert out["auc"] > 0.9  # a circle: linear features cannot, the Gaussian embedding can
 
 
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    """A small train / test embedding pair made through the command line."""
+    tmp = tmp_path_factory.mktemp("cli-methods")
+    src = tmp / "data.svm"
+    _libsvm(src, n=300, seed=3)
+    d = lambda name: str(tmp / name)  # noqa: E731
+    assert main(["ingest", str(src), d("all.zarr"), "--shuffle", "--split", d("tr.zarr"),
+                 d("te.zarr")]) == 0
+    assert main(["embed", d("tr.zarr"), d("tr-emb.zarr"), "--landmarks", "40",
+                 "--also", d("te.zarr"), d("te-emb.zarr")]) == 0
+    return d("tr-emb.zarr"), d("te-emb.zarr")
+
+
+@pytest.mark.parametrize("method", ["nsauc", "nsvmsgd2", "nbauc", "ranksvm", "lsauc", "twopass",
+                                    "opauc", "solam", "spam", "spdam", "oam", "uni-exp",
+                                    "uni-squ"])
+def test_every_method_fits_saves_and_evaluates(embedded, tmp_path, method, capsys):
+    from daskauc.cli import _methods
+
+    assert method in _methods()
+    train, test = embedded
+    model = str(tmp_path / "model")
+    assert main(["fit", train, model, "--method", method, "--validation", test]) == 0
+    err = capsys.readouterr().err
+    if method in ("nbauc", "ranksvm"):  # progress: one line per Newton iteration
+        assert "newton 0:" in err and "newton 1:" in err
+    assert main(["evaluate", model, test]) == 0
+    auc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["auc"]
+    est = load_model(model)
+    te = open_dataset(test)
+    assert auc == pytest.approx(roc_auc_score(te.y.compute(), est.decision_function(
+        te.X.compute())), abs=1e-12)
+    assert auc > 0.5  # learned something from the (nonlinear, embedded) problem
+
+
 def test_fit_errors_are_reported_not_raised(tmp_path, capsys):
     src = tmp_path / "data.svm"
     _libsvm(src, n=100)

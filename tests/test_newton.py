@@ -21,7 +21,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
 from daskauc.estimators.ranksvm import RankSVM, cv_select_C
-from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64
+from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from daskauc.solvers.newton import (
     hessian_product,
     line_search_armijo,
@@ -160,6 +160,26 @@ def test_mixed_precision_kernels_on_read_only_blocks(dtype):
     np.testing.assert_allclose(acc, X64.T @ u, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_gradient_and_preconditioner_kernel(dtype):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((1003, 37)).astype(dtype)
+    X.setflags(write=False)
+    u, d = rng.standard_normal(1003), rng.integers(0, 9, 1003).astype(float)
+    out_u, out_d = np.full(37, 0.5), np.full(37, 0.25)  # accumulates into what is there
+    _rmatvec_sq_f64(X, u, d, out_u, out_d)
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(out_u, 0.5 + X64.T @ u, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out_d, 0.25 + (X64**2).T @ d, rtol=1e-12, atol=1e-12)
+
+
+def test_degree_is_the_laplacian_diagonal():
+    X, y, w = _integer_problem(3)  # ties and pairs exactly 1 apart
+    o = X @ w
+    coef = pairwise_coefficients(o, *class_indices(y))
+    np.testing.assert_array_equal(coef.degree, np.diag(ref.laplacian(o, y)))
+
+
 # ------------------------------------------------------------- objective, gradient, Hessian
 
 
@@ -253,6 +273,24 @@ def test_solution_matches_lbfgs_on_brute_force(line_search, C):
     g0 = np.linalg.norm(ref.gradient(np.zeros(X.shape[1]), X, y, C))
     g = np.linalg.norm(ref.gradient(res.coef, X, y, C))
     np.testing.assert_allclose(res.history[-1]["rel_grad_norm"], g / g0, rtol=1e-4, atol=1e-14)
+
+
+def test_preconditioning_same_optimum_fewer_cg_steps():
+    # columns on scales 1e-3..1 (as a Nystroem embedding's): Jacobi must cut the CG steps and
+    # both variants must reach the brute-force optimum
+    rng = np.random.default_rng(11)
+    n, r = 300, 40
+    X = rng.standard_normal((n, r)) * np.logspace(-3, 0, r)
+    y = np.where(X @ rng.standard_normal(r) + 0.3 * rng.standard_normal(n) > 0, 1, -1)
+    C = 10.0
+    w_ref, f_ref = _lbfgs_reference(X, y, C)
+    runs = {pc: prsvm_newton(X, y, C=C, tol=1e-8, cg_tol=1e-6, max_cg=500, precondition=pc)
+            for pc in (True, False)}
+    for res in runs.values():
+        assert res.converged
+        assert abs(ref.objective(res.coef, X, y, C) - f_ref) <= 1e-6 * f_ref
+    cg = {pc: sum(h.get("cg_iter", 0) for h in res.history) for pc, res in runs.items()}
+    assert cg[True] < 0.5 * cg[False], cg
 
 
 def test_default_tolerance_and_history():

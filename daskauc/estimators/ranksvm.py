@@ -34,10 +34,13 @@ class RankSVM(LinearAUCModel):
         Stop when ``||grad F(w)|| <= tol * ||grad F(0)||`` (liblinear's rule for RankSVM).
     max_iter : int, default 50
         Maximum Newton steps.
-    cg_tol : float, default 1e-2
+    cg_tol : float, default 0.1
         Relative residual ending the conjugate-gradient solve of each Newton step.
     max_cg : int, default 50
         Maximum Hessian-vector products per Newton step.
+    precondition : bool, default True
+        Diagonal (Jacobi) preconditioning of conjugate gradient; see
+        :func:`daskauc.solvers.newton.prsvm_newton`.
     line_search : {"exact", "armijo"}, default "exact"
         Exact 1-D Newton on the piecewise quadratic (Chapelle) or backtracking.
     decrement_tol : float or None, default None
@@ -80,6 +83,7 @@ class RankSVM(LinearAUCModel):
         "max_iter": (int, {"low": 0}),
         "cg_tol": (float, {"low": 0.0, "include_low": False, "high": 1.0}),
         "max_cg": (int, {"low": 1}),
+        "precondition": (bool, {}),
         "line_search": (str, {"choices": LINE_SEARCHES}),
         "decrement_tol": (float, {"low": 0.0, "optional": True}),
         "persist": (object, {"choices": ("auto", True, False)}),
@@ -87,13 +91,15 @@ class RankSVM(LinearAUCModel):
     }
 
     def __init__(self, C: float = 1.0, *, tol: float = 1e-3, max_iter: int = 50,
-                 cg_tol: float = 1e-2, max_cg: int = 50, line_search: str = "exact",
+                 cg_tol: float = 0.1, max_cg: int = 50, precondition: bool = True,
+                 line_search: str = "exact",
                  decrement_tol: float | None = None, persist="auto", warm_start: bool = False):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.cg_tol = cg_tol
         self.max_cg = max_cg
+        self.precondition = precondition
         self.line_search = line_search
         self.decrement_tol = decrement_tol
         self.persist = persist
@@ -117,7 +123,8 @@ class RankSVM(LinearAUCModel):
             w0 = self.coef_
         result = prsvm_newton(
             Xd, yd, C=float(self.C), tol=float(self.tol), max_iter=int(self.max_iter),
-            cg_tol=float(self.cg_tol), max_cg=int(self.max_cg), w0=w0,
+            cg_tol=float(self.cg_tol), max_cg=int(self.max_cg),
+            precondition=bool(self.precondition), w0=w0,
             line_search=self.line_search, decrement_tol=self.decrement_tol,
             persist=self.persist, X_val=X_val, y_val=y_val, check_input=False,
         )

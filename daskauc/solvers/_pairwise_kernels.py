@@ -200,3 +200,22 @@ def _rmatvec_f64(
         ui = u[i]
         for c in range(r):
             out[c] += X[i, c] * ui
+
+
+@njit(**_JIT)
+def _rmatvec_sq_f64(
+    X,  # IN  (n, r) float32 or float64, C-contiguous
+    u,  # IN  (n,) float64
+    d,  # IN  (n,) float64 row weights
+    out_u,  # INOUT (r,) float64: out_u += X^T u
+    out_d,  # INOUT (r,) float64: out_d += (X * X)^T d
+):
+    """``X^T u`` and the weighted column sums of squares ``(X*X)^T d`` in one sweep of ``X``."""
+    n, r = X.shape
+    for i in range(n):
+        ui = u[i]
+        di = d[i]
+        for c in range(r):
+            x = np.float64(X[i, c])
+            out_u[c] += x * ui
+            out_d[c] += x * x * di

@@ -16,6 +16,7 @@ term): the active set is ``1 - o_i + o_j > 0`` strictly. Both directions of the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -70,6 +71,14 @@ class PairwiseCoefficients:
     def n_active_pairs(self) -> int:
         """Number of pairs with a positive margin ``1 - o_i + o_j``."""
         return int(self.k.shape[0] * self.neg_idx.shape[0] - self.k.sum())
+
+    @cached_property
+    def degree(self) -> np.ndarray:
+        """(n,) active pairs of each row, in row order: the diagonal of ``L``."""
+        d = np.zeros(self.o.shape[0])
+        d[self.pos_idx] = self.alpha
+        d[self.neg_idx] = self.gamma
+        return d
 
     def laplacian_matvec(self, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``L q`` for an n-vector ``q`` (O(n)); ``L`` is the Laplacian of the active pairs.
