@@ -19,6 +19,7 @@ Writes docs/benchmarks/out_of_core.{json,md}.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
@@ -56,6 +57,8 @@ def main(argv=None) -> None:
     ap.add_argument("--C", type=float, default=1.0, help="RankSVM's C for the Newton solve")
     ap.add_argument("--newton-max-iter", type=int, default=50)
     args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    logging.getLogger("daskauc").setLevel(logging.INFO)  # one line per Newton step
 
     from dask.utils import parse_bytes
     from distributed import Client, LocalCluster
@@ -133,7 +136,7 @@ def main(argv=None) -> None:
         svm = RankSVM(C=args.C, max_iter=args.newton_max_iter).fit(emb.X, emb.y)
         times["nbauc newton solve (streamed)"] = time.perf_counter() - tic
         newton = {"C": args.C, "streamed": streamed, "newton_steps": svm.n_iter_,
-                  "hessian_products": int(sum(h["cg_iter"] or 0 for h in svm.history_)),
+                  "hessian_products": int(sum(h.get("cg_iter", 0) for h in svm.history_)),
                   "converged": bool(svm.converged_),
                   "rel_grad_norm": svm.history_[-1]["rel_grad_norm"],
                   "test_auc": float(roc_auc(emb_te.y, svm.decision_function(emb_te.X)))}
