@@ -27,6 +27,7 @@ from daskauc.solvers.newton import (
     line_search_armijo,
     line_search_exact,
     objective_gradient,
+    persist_chunks,
     prsvm_newton,
 )
 from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
@@ -371,6 +372,32 @@ class _TaskCounter(Callback):
     def _pretask(self, key, dsk, state):
         name = key[0] if isinstance(key, tuple) else key
         self.runs[-1].add(name.rsplit("-", 1)[0])
+
+
+def test_persist_chunks_merge_balance_and_never_split(monkeypatch):
+    import daskauc.solvers.newton as newton
+
+    monkeypatch.setattr(newton, "PERSIST_CHUNK_BYTES", 64 * 8 * 100)  # 100 rows of 64 float64
+
+    class TwoWorkers:
+        def scheduler_info(self, n_workers=-1):
+            return {"workers": {"a": {}, "b": {}}}
+
+    X = da.zeros((1050, 64), chunks=(30, 64))
+    for client, multiple in ((None, 1), (TwoWorkers(), 2)):
+        rows, cols = persist_chunks(X, client)
+        assert sum(rows) == 1050 and cols == X.chunks[1]
+        # about 100 rows each (11 chunks of 96 for 1050 rows), equal but the last
+        assert len(rows) % multiple == 0 and len(set(rows[:-1])) == 1
+        assert len(rows) <= 11 + multiple and min(rows[:-1]) > 30
+    big = da.zeros((1050, 64), chunks=(500, 64))  # chunks already larger: as many, balanced
+    assert persist_chunks(big)[0] == (350, 350, 350)
+    # a persisted input keeps its chunks; the solve is the same as on numpy
+    Xn, y = _float_problem(5, n=400)
+    Xp = dask.persist(da.from_array(Xn, chunks=(37, -1)))[0]
+    res = prsvm_newton(Xp, y, C=0.1, persist=True, tol=1e-8)
+    np.testing.assert_allclose(res.coef, prsvm_newton(Xn, y, C=0.1, tol=1e-8).coef,
+                               rtol=1e-8, atol=1e-10)
 
 
 def test_one_compute_per_gradient_and_per_hessian_product():
