@@ -167,19 +167,26 @@ def _distributed_client():
     return client if getattr(sched, "__self__", None) is client else None
 
 
+def _workers(client) -> dict:
+    """The scheduler's worker records (address -> info); empty without a client."""
+    if client is None:
+        return {}
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # older distributed
+        info = client.scheduler_info()
+    return info.get("workers", {})
+
+
 def memory_budget(client=None) -> int:
     """Bytes ``persist="auto"`` may use: a fraction of the cluster's (or this machine's) memory."""
     import psutil
 
     total = 0
-    if client is not None:
-        try:
-            info = client.scheduler_info(n_workers=-1)
-        except TypeError:  # older distributed
-            info = client.scheduler_info()
-        for w in info.get("workers", {}).values():
-            lim = w.get("memory_limit") or 0
-            total += lim if lim else psutil.virtual_memory().total // max(1, len(info["workers"]))
+    workers = _workers(client)
+    for w in workers.values():
+        lim = w.get("memory_limit") or 0
+        total += lim if lim else psutil.virtual_memory().total // max(1, len(workers))
     if total == 0:
         total = psutil.virtual_memory().available
     return int(total * PERSIST_MEMORY_FRACTION)
@@ -192,7 +199,7 @@ def persist_chunks(X: da.Array, client=None) -> tuple:
     n = int(X.shape[0])
     row_bytes = max(1, int(X.dtype.itemsize * X.shape[1]))
     rows = max(max(X.chunks[0]), PERSIST_CHUNK_BYTES // row_bytes)
-    workers = len(client.scheduler_info(n_workers=-1)["workers"]) if client is not None else 1
+    workers = max(1, len(_workers(client)))
     count = max(1, math.ceil(n / rows))
     count = min(len(X.chunks[0]), math.ceil(count / workers) * workers) if count > 1 else 1
     rows = math.ceil(n / count)
