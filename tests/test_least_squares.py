@@ -37,12 +37,12 @@ from daskauc.solvers.spdam import spdam
 from daskauc.solvers.stats import (
     class_means,
     class_statistics,
-    epoch_seeds,
     ls_gradient,
     ls_objective,
     lsauc,
     row_order,
 )
+from daskauc.solvers.stream import epoch_plan
 from daskauc.solvers.twopass import twopass_auc, twopass_gradient
 
 
@@ -276,7 +276,7 @@ def test_spdam_solver_matches_spdc_reference(n_chunks, batch):
     batches = []
     size = 36 // n_chunks
     for e in range(2):
-        order, seeds = epoch_seeds(ss.entropy, ss.spawn_key, e, n_chunks, n_chunks, True)
+        order, seeds = epoch_plan(ss.entropy, ss.spawn_key, e, n_chunks, True)
         for c, s in zip(order, seeds, strict=True):
             rows = c * size + row_order(s, size)
             batches += [rows[j:j + batch] for j in range(0, size, batch)]
@@ -292,7 +292,7 @@ def test_twopass_solver_threads_state_through_chunks():
     ss = np.random.SeedSequence(seed)
     rows = []
     for e in range(2):
-        order, seeds = epoch_seeds(ss.entropy, ss.spawn_key, e, 3, 3, True)
+        order, seeds = epoch_plan(ss.entropy, ss.spawn_key, e, 3, True)
         rows += [c * 10 + row_order(s, 10) for c, s in zip(order, seeds, strict=True)]
     w_ref = ref.twopass_run(X, y, np.concatenate(rows), 0.05, 0.1)
     np.testing.assert_allclose(res.coef, w_ref, rtol=1e-7, atol=1e-9)

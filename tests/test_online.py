@@ -19,7 +19,8 @@ from sklearn.metrics import roc_auc_score
 
 from daskauc.estimators.online import OAM, ONLINE_METHODS, UnivariateAUC
 from daskauc.solvers._online_kernels import _oam_chunk
-from daskauc.solvers.oam import epoch_plan, oam, oam_draws
+from daskauc.solvers.oam import oam, oam_draws
+from daskauc.solvers.stream import epoch_plan
 from daskauc.solvers.univariate import univariate_draws, univariate_sgd
 
 

@@ -1,15 +1,19 @@
 import dask.array as da
 import numpy as np
+import pytest
 import zarr
 from dask.utils import key_split
 
+from daskauc import OAM, OPAUC, SOLAM, SPAM, SPDAM, PairwiseHingeSGD, TwoPassAUC, UnivariateAUC
 from daskauc.solvers.stream import (
     BlockReader,
     block_class_counts,
     chunk_order,
     epoch_graph,
+    epoch_plan,
     is_materialized,
     run_epoch,
+    seed_root,
 )
 
 
@@ -61,3 +65,48 @@ def test_block_class_counts():
     y = np.array([1, -1, -1, 1, 1, -1, -1, -1], dtype=np.int8)
     counts = block_class_counts(da.from_array(y, chunks=3))
     np.testing.assert_array_equal(counts, [[2, 1], [1, 2], [2, 0]])
+
+
+def test_epoch_plan_depends_only_on_the_root_and_the_epoch():
+    a_order, a_seeds = epoch_plan(7, (1,), 2, 5)
+    b_order, b_seeds = epoch_plan(7, (1,), 2, 5)
+    assert list(a_order) == list(b_order) and sorted(a_order) == list(range(5))
+    draws = [np.random.default_rng(s).random(3) for s in a_seeds]
+    np.testing.assert_array_equal(draws, [np.random.default_rng(s).random(3) for s in b_seeds])
+    assert len({tuple(d) for d in draws}) == 5  # one stream per visit
+    c_order, c_seeds = epoch_plan(7, (1,), 3, 5)
+    assert not np.array_equal(np.random.default_rng(c_seeds[0]).random(3), draws[0])
+    assert list(epoch_plan(7, (1,), 2, 5, shuffle=False)[0]) == list(range(5))
+    entropy, key = seed_root(11)
+    assert (entropy, key) == seed_root(11) and key == ()
+
+
+STOCHASTIC = {
+    "NSAUC": lambda: PairwiseHingeSGD(lam=1e-3, average=True),
+    "NSVMSGD2": lambda: PairwiseHingeSGD(lam=1e-3, average=False),
+    "OAM-seq": lambda: OAM(update="seq"),
+    "OAM-gra": lambda: OAM(update="gra"),
+    "Uni-Exp": lambda: UnivariateAUC(loss="exp"),
+    "Uni-Squ": lambda: UnivariateAUC(loss="square"),
+    "TwoPassAUC": lambda: TwoPassAUC(lam=0.1),
+    "OPAUC": lambda: OPAUC(lam=0.1),
+    "SOLAM": lambda: SOLAM(),
+    "SPAM": lambda: SPAM(lam=0.1),
+    "SPDAM": lambda: SPDAM(lam=0.1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STOCHASTIC))
+def test_k_epochs_in_one_fit_equal_k_partial_fits(name):
+    # every epoch's random numbers come from epoch_plan(root, epoch): running the epochs in
+    # one fit or continuing with partial_fit is the same computation (this is what makes the
+    # epoch-count CV and the convergence study by partial_fit exact)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=300) > 0.3, 1, -1)
+    Xd, yd = da.from_array(X, chunks=(60, 4)), da.from_array(y, chunks=60)
+    whole = STOCHASTIC[name]().set_params(n_epochs=3, random_state=5).fit(Xd, yd)
+    step = STOCHASTIC[name]().set_params(n_epochs=1, random_state=5).fit(Xd, yd)
+    step.partial_fit(Xd, yd).partial_fit(Xd, yd)
+    np.testing.assert_allclose(step.coef_, whole.coef_, rtol=1e-12, atol=1e-15)
+    assert np.any(step.coef_ != 0)

@@ -37,7 +37,7 @@ from .._validation import seed_sequence, without_finite_check
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
-from .stream import block_class_counts, chunk_order, epoch_graph
+from .stream import block_class_counts, epoch_graph, epoch_plan
 
 logger = logging.getLogger("daskauc")
 
@@ -52,6 +52,8 @@ class PairwiseSGDState:
     q: int
     t0: float
     epoch: int = 0
+    seed_entropy: int = 0
+    seed_key: tuple = ()
 
 
 def steps_per_chunk(counts: np.ndarray, n_steps: int) -> np.ndarray:
@@ -185,7 +187,8 @@ def pairwise_hinge_sgd(
     askip : the average is updated every ``askip`` steps.
     average_start : steps before averaging starts (0 as in Algorithm 3).
     t0 : step offset; None runs the eta0 search on ``eta0_pairs`` pairs, ``t0 = 1/(lam eta0)``.
-    random_state : seed for chunk orders, pair draws and the eta0 sample.
+    random_state : seed for chunk orders, pair draws and the eta0 sample; ignored when
+        ``state`` is given (the state carries its seed, so epochs continue one stream).
     state : continue from a previous result's ``state`` (``partial_fit``).
     validation : optional ``(X_val, y_val)``; its AUC is recorded in the history each epoch.
     callback : called as ``callback(epoch, history_row)`` after every epoch.
@@ -208,31 +211,29 @@ def pairwise_hinge_sgd(
     """
     if lam <= 0:
         raise ValueError(f"lam must be > 0; got {lam}")
-    ss = seed_sequence(random_state)
-    search_seed, run_seed = ss.spawn(2)
     counts = block_class_counts(y)
     n = int(counts.sum())
     r = int(X.shape[1])
     if state is None:
+        search_seed, run_seed = seed_sequence(random_state).spawn(2)
         if t0 is None:
             D = sample_pair_differences(X, y, eta0_pairs, search_seed, counts)
             eta0 = search_eta0(D, lam)
             t0 = 1.0 / (lam * eta0)
             logger.info("nsauc: eta0 search gave eta0=%g, t0=%g", eta0, t0)
-        state = PairwiseSGDState(w=np.zeros(r), wbar=np.zeros(r), t=0, q=0, t0=float(t0))
+        state = PairwiseSGDState(w=np.zeros(r), wbar=np.zeros(r), t=0, q=0, t0=float(t0),
+                                 seed_entropy=int(run_seed.entropy),
+                                 seed_key=tuple(run_seed.spawn_key))
     elif state.w.shape[0] != r:
         raise ValueError(f"X has {r} features but the previous fit had {state.w.shape[0]}")
     steps = steps_per_chunk(counts, n)
     params = dict(lam=float(lam), rskip=int(rskip), askip=int(askip) if average else 0,
                   average_start=int(average_start))
-    epoch_seeds = np.random.SeedSequence(
-        run_seed.entropy, spawn_key=(*run_seed.spawn_key, state.epoch)
-    ).spawn(n_epochs)
     history = []
     X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
     for e in range(n_epochs):
-        order_seed, *visit_seeds = epoch_seeds[e].spawn(1 + X.numblocks[0])
-        order = chunk_order(X.numblocks[0], order_seed, shuffle)
+        order, visit_seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
+                                        X.numblocks[0], shuffle)
         tic = time.perf_counter()
         graph = epoch_graph(_nsauc_step, X if e == 0 else X_unchecked, y, state, solver="nsauc",
                             order=order,

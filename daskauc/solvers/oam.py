@@ -28,11 +28,11 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .._validation import as_row_chunked, seed_sequence
+from .._validation import as_row_chunked
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk
 from ._result import SolverResult
-from .stream import chunk_order, epoch_graph
+from .stream import epoch_graph, epoch_plan, seed_root
 
 logger = logging.getLogger("daskauc")
 
@@ -57,21 +57,6 @@ class OAMState:
     epoch: int
     seed_entropy: int
     seed_key: tuple
-
-
-def epoch_plan(seed_entropy, seed_key: tuple, epoch: int, n_chunks: int, shuffle: bool):
-    """Chunk order and one ``SeedSequence`` per visit for epoch ``epoch`` (0-based).
-
-    The seeds are children ``(*seed_key, epoch, 0)`` (order) and ``(*seed_key, epoch, 1, k)``
-    (visit ``k``) of the root, so an epoch's randomness does not depend on how many epochs
-    earlier calls ran.
-    """
-    base = (*tuple(seed_key), int(epoch))
-    order_seed = np.random.SeedSequence(seed_entropy, spawn_key=(*base, 0))
-    order = chunk_order(n_chunks, order_seed, shuffle)
-    visits = [np.random.SeedSequence(seed_entropy, spawn_key=(*base, 1, k))
-              for k in range(n_chunks)]
-    return order, visits
 
 
 def oam_draws(seed: np.random.SeedSequence, m: int, buffer_size: int, shuffle: bool):
@@ -206,11 +191,11 @@ def oam(
     if state is None:
         if int(buffer_size) < 1:
             raise ValueError(f"buffer_size must be >= 1; got {buffer_size}")
-        ss = seed_sequence(random_state)
+        entropy, key = seed_root(random_state)
         K = int(buffer_size)
         state = OAMState(w=np.zeros(d), wbar=np.zeros(d), buf_pos=np.zeros((K, d)),
                          buf_neg=np.zeros((K, d)), counts=np.zeros(2, dtype=np.int64), epoch=0,
-                         seed_entropy=ss.entropy, seed_key=tuple(ss.spawn_key))
+                         seed_entropy=entropy, seed_key=key)
     elif state.w.shape[0] != d:
         raise ValueError(f"X has {d} features but the previous fit had {state.w.shape[0]}")
     params = dict(C=float(C), eta=float(eta), update=update, average=bool(average),

@@ -30,7 +30,8 @@ import numpy as np
 from .._validation import check_param
 from ._ls_kernels import _opauc_chunk
 from ._result import SolverResult
-from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, seed_parts, stream_epochs
+from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
+from .stream import seed_root
 from .twopass import _check_dim
 
 
@@ -105,7 +106,7 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
     Xd, yd = _as_xy(X, y)
     if state is None:
         r = Xd.shape[1]
-        entropy, key = seed_parts(random_state)
+        entropy, key = seed_root(random_state)
         state = OPAUCState(np.zeros(r), np.zeros(r), np.zeros(r), np.zeros((r, r)),
                            np.zeros((r, r)), np.zeros(2, dtype=np.int64), 0, 0, entropy, key)
     _check_dim(state.w, Xd)

@@ -46,7 +46,8 @@ import numpy as np
 from .._validation import check_param
 from ._ls_kernels import _solam_chunk
 from ._result import SolverResult
-from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, seed_parts, stream_epochs
+from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
+from .stream import seed_root
 from .twopass import _check_dim
 
 PENALTIES = ("projection", "l2")
@@ -68,7 +69,7 @@ class SOLAMState:
 
 
 def initial_state(r: int, *, R: float, variant: str, penalty: str, random_state) -> SOLAMState:
-    entropy, key = seed_parts(random_state)
+    entropy, key = seed_root(random_state)
     scal = np.zeros(8)
     w = np.zeros(r)
     if variant == "authors" and penalty == "projection":

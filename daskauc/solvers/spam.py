@@ -46,9 +46,9 @@ from .stats import (
     class_means,
     ls_objective,
     row_order,
-    seed_parts,
     stream_epochs,
 )
+from .stream import seed_root
 from .twopass import _check_dim
 
 SCHEDULES = ("invsqrt", "inverse")
@@ -137,7 +137,7 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     if fresh:
         if means is None:
             means = class_means(Xd, yd)
-        entropy, key = seed_parts(random_state)
+        entropy, key = seed_root(random_state)
         r = Xd.shape[1]
         state = SPAMState(np.zeros(r), np.zeros(r), 0, means, 0, entropy, key)
     _check_dim(state.w, Xd)

@@ -63,9 +63,9 @@ from .stats import (
     class_means,
     ls_objective,
     row_order,
-    seed_parts,
     stream_epochs,
 )
+from .stream import seed_root
 from .twopass import _check_dim
 
 
@@ -175,7 +175,7 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
     if state is None:
         if means is None:
             means = class_means(Xd, yd)
-        entropy, key = seed_parts(random_state)
+        entropy, key = seed_root(random_state)
         r = Xd.shape[1]
         params = spdc_parameters(means, float(lam), batch_size, R)
         state = SPDAMState(np.zeros(r), np.zeros(r), np.zeros(r),

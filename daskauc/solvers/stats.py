@@ -39,7 +39,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._validation import check_param, check_X_y
 from ._result import SolverResult
-from .stream import chunk_order, run_epoch
+from .stream import epoch_plan, run_epoch
 
 logger = logging.getLogger("daskauc")
 
@@ -511,15 +511,6 @@ def lsauc(X, y, *, lam: float, precision: str = "auto",
 # the epoch driver shared by the stochastic least-squares solvers
 
 
-def epoch_seeds(entropy: int, key: tuple, epoch: int, n_visits: int, n_chunks: int,
-                shuffle: bool):
-    """Chunk order and per-visit seeds of epoch ``epoch`` of a run rooted at (entropy, key)."""
-    ss = np.random.SeedSequence(entropy, spawn_key=tuple(key) + (int(epoch),))
-    order_ss, visit_ss = ss.spawn(2)
-    order = chunk_order(n_chunks, order_ss, shuffle)
-    return order, visit_ss.spawn(len(order))
-
-
 def row_order(seed: np.random.SeedSequence | None, n_rows: int) -> np.ndarray:
     """The order in which a step visits the rows of its chunk (a random permutation)."""
     if seed is None:
@@ -551,8 +542,8 @@ def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solve
     history = []
     n_chunks = X.numblocks[0]
     for _ in range(n_epochs):
-        order, seeds = epoch_seeds(state.seed_entropy, state.seed_key, state.epoch,
-                                   n_chunks, n_chunks, shuffle)
+        order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, n_chunks,
+                                  shuffle)
         t0 = time.perf_counter()
         state = run_epoch(step, X, y, state, solver=solver, order=order, seeds=seeds,
                           per_chunk=per_chunk, params=params)
@@ -563,14 +554,6 @@ def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solve
         history.append(rec)
         logger.debug("%s epoch %d: %s", solver, state.epoch, rec)
     return state, history
-
-
-def seed_parts(random_state) -> tuple[int, tuple]:
-    """(entropy, spawn_key) of the root SeedSequence of a run."""
-    from .._validation import seed_sequence
-
-    ss = seed_sequence(random_state)
-    return int(ss.entropy), tuple(ss.spawn_key)
 
 
 __all__ = [

@@ -42,6 +42,31 @@ def chunk_order(n_chunks: int, seed: np.random.SeedSequence, shuffle: bool = Tru
     return np.random.default_rng(seed).permutation(n_chunks)
 
 
+def seed_root(random_state) -> tuple[int, tuple]:
+    """``(entropy, spawn_key)`` of the root ``SeedSequence`` of a run.
+
+    Solver states keep this pair so that later epochs (``partial_fit``) continue one random
+    stream.
+    """
+    from .._validation import seed_sequence
+
+    ss = seed_sequence(random_state)
+    return int(ss.entropy), tuple(ss.spawn_key)
+
+
+def epoch_plan(seed_entropy: int, seed_key: tuple, epoch: int, n_chunks: int,
+               shuffle: bool = True) -> tuple[np.ndarray, list[np.random.SeedSequence]]:
+    """Chunk order and one ``SeedSequence`` per visit for epoch ``epoch`` (0-based).
+
+    Both are children of ``(*seed_key, epoch)`` of the run's root, so an epoch's randomness
+    depends only on the root and the epoch number: ``k`` epochs in one call and ``k`` calls
+    of one epoch (``partial_fit``) draw the same numbers.
+    """
+    ss = np.random.SeedSequence(seed_entropy, spawn_key=(*tuple(seed_key), int(epoch)))
+    order_ss, visit_ss = ss.spawn(2)
+    return chunk_order(n_chunks, order_ss, shuffle), visit_ss.spawn(n_chunks)
+
+
 def epoch_graph(
     step: Callable[..., Any],
     X: da.Array,

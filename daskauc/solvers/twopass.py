@@ -45,9 +45,9 @@ from .stats import (
     class_means,
     ls_objective,
     row_order,
-    seed_parts,
     stream_epochs,
 )
+from .stream import seed_root
 
 SCHEDULES = ("constant", "invsqrt")
 
@@ -147,7 +147,7 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     if fresh:
         if means is None:
             means = class_means(Xd, yd)
-        entropy, key = seed_parts(random_state)
+        entropy, key = seed_root(random_state)
         state = TwoPassState(np.zeros(Xd.shape[1]), 0, means, 0, entropy, key)
     _check_dim(state.w, Xd)
     if update_means and not fresh:

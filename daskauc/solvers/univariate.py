@@ -24,11 +24,10 @@ from dataclasses import dataclass, replace
 import dask
 import numpy as np
 
-from .._validation import seed_sequence
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
-from .oam import _training_auc, as_stream_input, epoch_plan
-from .stream import epoch_graph
+from .oam import _training_auc, as_stream_input
+from .stream import epoch_graph, epoch_plan, seed_root
 
 logger = logging.getLogger("daskauc")
 
@@ -139,10 +138,10 @@ def univariate_sgd(
     X, y = as_stream_input(X, y, chunk_rows)
     d = int(X.shape[1])
     if state is None:
-        ss = seed_sequence(random_state)
+        entropy, key = seed_root(random_state)
         state = UnivariateState(w=np.zeros(d), wbar=np.zeros(d), offset=np.zeros(2),
                                 counts=np.zeros(2, dtype=np.int64), epoch=0,
-                                seed_entropy=ss.entropy, seed_key=tuple(ss.spawn_key))
+                                seed_entropy=entropy, seed_key=key)
     elif state.w.shape[0] != d:
         raise ValueError(f"X has {d} features but the previous fit had {state.w.shape[0]}")
     solver = "uni-exp" if loss == "exp" else "uni-squ"
