@@ -129,19 +129,42 @@ def as_row_chunked(
                 f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}"
             )
         arr = np.ascontiguousarray(arr, dtype=_float_dtype(arr.dtype, name, dtype))
-        if check_finite_values and not np.isfinite(arr).all():
-            row = int(np.argwhere(~np.isfinite(arr))[0][0])
-            raise ValueError(
-                f"{name} contains NaN or infinity (first in row {row}); "
-                "impute or drop those values before fitting"
-            )
         rows = chunk_rows or _config.chunk_rows_for(arr.shape[1], arr.itemsize, arr.shape[0])
-        return da.from_array(arr, chunks=(max(1, rows), arr.shape[1]), name=False)
+        return numpy_row_blocks(arr, max(1, rows), name=name, check=check_finite_values)
 
     raise TypeError(
         f"{name} must be a numpy array, a dask array, a zarr array or a store path; "
         f"got {type(X).__name__}"
     )
+
+
+def numpy_row_blocks(arr: np.ndarray, rows: int, *, name: str = "X",
+                     check: bool = True) -> da.Array:
+    """A dask array whose blocks are read-only views of ``arr``'s row ranges.
+
+    ``da.from_array`` copies its input (to guard against later mutation), which doubles the
+    memory of a large in-memory design matrix and costs a full pass; the views share
+    ``arr``'s memory and, being read-only, cannot be written through. ``check`` scans the
+    blocks for NaN or infinity first (a block at a time, so no n x r temporary).
+    """
+    import uuid
+
+    starts = list(range(0, arr.shape[0], rows)) or [0]
+    key = f"daskauc-numpy-{uuid.uuid4().hex}"
+    graph, sizes = {}, []
+    for i, a in enumerate(starts):
+        block = arr[a:a + rows]
+        if check and not np.isfinite(block).all():
+            row = a + int(np.argwhere(~np.isfinite(block))[0][0])
+            raise ValueError(
+                f"{name} contains NaN or infinity (first in row {row}); "
+                "impute or drop those values before fitting"
+            )
+        block = block.view()
+        block.flags.writeable = False
+        graph[(key, i, 0)] = block
+        sizes.append(block.shape[0])
+    return da.Array(graph, key, chunks=(tuple(sizes), (arr.shape[1],)), meta=arr[:0])
 
 
 def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -> np.ndarray:

@@ -110,3 +110,20 @@ def test_k_epochs_in_one_fit_equal_k_partial_fits(name):
     step.partial_fit(Xd, yd).partial_fit(Xd, yd)
     np.testing.assert_allclose(step.coef_, whole.coef_, rtol=1e-12, atol=1e-15)
     assert np.any(step.coef_ != 0)
+
+
+def test_numpy_input_becomes_read_only_views_not_a_copy():
+    # da.from_array copies its input; a 3 GB in-memory embedding must not be doubled by fit
+    from daskauc._validation import as_row_chunked
+
+    X = np.random.default_rng(0).normal(size=(250, 3))
+    Xd = as_row_chunked(X, chunk_rows=100)
+    assert Xd.chunks == ((100, 100, 50), (3,))
+    blocks = [v for v in dict(Xd.__dask_graph__()).values() if isinstance(v, np.ndarray)]
+    assert len(blocks) == 3
+    assert all(np.shares_memory(b, X) and not b.flags.writeable for b in blocks)
+    np.testing.assert_array_equal(Xd.compute(), X)
+    assert as_row_chunked(X).name != as_row_chunked(X).name  # no hashing of the data
+    X[230, 1] = np.inf
+    with pytest.raises(ValueError, match=r"NaN or infinity \(first in row 230\)"):
+        as_row_chunked(X, chunk_rows=100)
