@@ -185,9 +185,11 @@ def write_md(rows: list[dict], argv: list[str], seconds: float, out: str) -> Non
         "= LIBSVM covtype.binary with a stratified 80/20 split (seed 0). Each curve is one "
         "model trained by `partial_fit`, one epoch per call, continuing its state (SGD step "
         "counter, scheduled averaging, SOLAM's weighted average), evaluated after the listed "
-        "epochs. For SOLAM this is exactly `fit(n_epochs=k)`; for the pairwise SGD the epochs "
-        "draw their pairs from seeds keyed by the epoch index, so the k-epoch point equals "
-        "`fit(n_epochs=k)` in distribution (same schedule and state), not bit for bit.",
+        "epochs. Every epoch draws its random numbers from seeds keyed by the epoch index, so "
+        "the k-epoch point is exactly `fit(n_epochs=k)` on the same chunks "
+        "(tests/test_stream.py). The curves use the store's row chunks; the reproduction's "
+        "NSAUC rows fit numpy arrays, chunked differently, so their pair draws (within a "
+        "chunk) differ and their figures differ from these by the run-to-run spread.",
         "",
         "| dataset | method | hyper-parameters | " + " | ".join(f"{e} ep" for e in epochs)
         + " | s / epoch |",
