@@ -335,11 +335,21 @@ def _kernel_scores(fmap, X, rows: int = 8192):
     return score
 
 
+def _fold_parts(fold: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train mask, validation mask) of every CV fold."""
+    return [(fold != k, fold == k) for k in range(int(fold.max()) + 1)]
+
+
+def _best_cv(rows: list[dict]) -> dict:
+    """The grid row of highest mean CV AUC (NaN, a diverged fit, ranks last; ties: first)."""
+    return max(rows, key=lambda r: -1.0 if np.isnan(r["cv_auc"]) else r["cv_auc"])
+
+
 def _grid_cv(make, grid: list[dict], Ztr, ytr, fold):
     """Mean validation AUC of every grid point (fits on numpy slices of the embedding)."""
     rows = []
     tic = time.perf_counter()
-    parts = [(fold != k, fold == k) for k in range(int(fold.max()) + 1)]
+    parts = _fold_parts(fold)
     for params in grid:
         aucs, secs = [], 0.0
         for tr, va in parts:
@@ -348,7 +358,7 @@ def _grid_cv(make, grid: list[dict], Ztr, ytr, fold):
             aucs.append(_auc(ytr[va], est.decision_function(Ztr[va])))
         rows.append({**params, "cv_auc": float(np.mean(aucs)), "fit_s": secs})
         logger.info("  cv %s -> %.4f (%.1f s)", params, rows[-1]["cv_auc"], secs)
-    best = max(rows, key=lambda r: -1.0 if np.isnan(r["cv_auc"]) else r["cv_auc"])
+    best = _best_cv(rows)
     params = {k: best[k] for k in grid[0]}
     return params, rows, time.perf_counter() - tic
 
@@ -385,7 +395,7 @@ def _epoch_path_cv(make, lams, epochs, Ztr, ytr, fold):
     """CV over (lambda, epochs): one partial_fit run per (lambda, fold), scored at ``epochs``."""
     rows = []
     tic = time.perf_counter()
-    parts = [(fold != k, fold == k) for k in range(int(fold.max()) + 1)]
+    parts = _fold_parts(fold)
     for lam in lams:
         aucs = np.zeros((len(parts), len(epochs)))
         secs = np.zeros(len(epochs))
@@ -404,7 +414,7 @@ def _epoch_path_cv(make, lams, epochs, Ztr, ytr, fold):
             rows.append({"lam": lam, "n_epochs": e, "cv_auc": float(aucs[:, j].mean()),
                          "fit_s": float(secs[j])})
             logger.info("  cv lam=%g epochs=%d -> %.4f", lam, e, rows[-1]["cv_auc"])
-    best = max(rows, key=lambda r: -1.0 if np.isnan(r["cv_auc"]) else r["cv_auc"])
+    best = _best_cv(rows)
     return {"lam": best["lam"], "n_epochs": best["n_epochs"]}, rows, time.perf_counter() - tic
 
 
