@@ -407,7 +407,10 @@ def test_write_embedding_round_trip(tmp_path):
     np.testing.assert_allclose(loaded.transform(new),
                                m.transform((new - scaler.mean_) / scaler.scale_),
                                rtol=0, atol=2e-6)
-    np.testing.assert_array_equal(loaded.transform(raw[:64]), ds.X[:64].compute())
+    # The same map, not the same bits: BLAS blocks a 64-row GEMM differently from the
+    # 128-row chunk the writer ran, so float32 results may differ in the last ulp.
+    np.testing.assert_allclose(loaded.transform(raw[:64]), ds.X[:64].compute(),
+                               rtol=0, atol=4 * np.finfo(np.float32).eps)
 
     with pytest.raises(FileExistsError, match="overwrite"):
         m.write_embedding(raw, path, y=y)
