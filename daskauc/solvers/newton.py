@@ -116,8 +116,12 @@ def _hvp_laplacian(blocks: list, coef: PairwiseCoefficients):
     return q, coef.laplacian_matvec(q)
 
 
-def _hvp_block(block, packed, start: int, stop: int) -> np.ndarray:
-    return _block_rmatvec(block, packed[1][start:stop])
+def _hvp_block(rmatvec, block, const: tuple, packed, start: int, stop: int) -> np.ndarray:
+    return rmatvec(block, *const, packed[1][start:stop])
+
+
+def _concatenate(parts: list) -> np.ndarray:
+    return np.concatenate(parts)
 
 
 def _sum(parts: list) -> np.ndarray:
@@ -215,16 +219,59 @@ def should_persist(X: da.Array, persist="auto", client=None) -> bool:
     return X.nbytes <= memory_budget(client)
 
 
-# ----------------------------------------------------------------------------- the operator
+# ------------------------------------------------------------------------------- the bases
+
+
+class LinearBasis:
+    """Scores ``X w`` of the rows themselves; regularizer ``||w||^2``, Jacobi preconditioner.
+
+    A basis tells :class:`_PairwiseOperator` how one row chunk turns coefficients into scores
+    (``matvec``), scores' coefficients into the gradient (``gradient``) and into Hessian
+    products (``rmatvec``), and tells the Newton loop the regularizer ``R`` of
+    ``F = 1/2 w^T R w + C loss`` and the preconditioner. The functions are module-level (they
+    travel in task graphs); ``const`` are the extra arguments every task gets after its chunk.
+    """
+
+    def __init__(self, precondition: bool = True):
+        self.precondition = precondition
+        self.const: tuple = (precondition,)
+
+    @staticmethod
+    def matvec(block, precondition, v):
+        return _block_matvec(block, v)
+
+    @staticmethod
+    def gradient(block, precondition, coef, start, stop, g0):
+        return _grad_block(block, coef, start, stop, g0, precondition)
+
+    @staticmethod
+    def rmatvec(block, precondition, u):
+        return _block_rmatvec(block, u)
+
+    def regularize(self, v: np.ndarray) -> np.ndarray:
+        return v
+
+    def preconditioner(self, coef, extra_rows, C: float):
+        """Jacobi: the diagonal of ``I + 2C X^T D X`` (D the active pairs per row), gathered
+        in the gradient pass; the Nystroem columns have scales spread like the kernel's
+        eigenvalues, which Jacobi undoes (covtype, r = 1593: 13-21 CG steps per Newton step
+        instead of 200+). Without ``precondition``: plain CG."""
+        if not self.precondition:
+            return np.copy
+        inv_m = 1.0 / (1.0 + 2.0 * C * extra_rows[0])
+        return lambda r: inv_m * r
 
 
 class _PairwiseOperator:
-    """Builds the per-iteration graphs over a row-chunked ``X``; owns nothing but references."""
+    """Builds the per-iteration graphs over a row-chunked ``X``; owns nothing but references.
 
-    def __init__(self, X: da.Array, y: np.ndarray, C: float, precondition: bool = True):
+    ``basis`` (:class:`LinearBasis` or a kernel basis) supplies the chunk products."""
+
+    def __init__(self, X: da.Array, y: np.ndarray, C: float, precondition: bool = True,
+                 basis=None):
         self.X = X
         self.C = C
-        self.precondition = precondition
+        self.basis = basis if basis is not None else LinearBasis(precondition)
         self.y = y
         self.bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(int)
         self.nchunks = len(X.chunks[0])
@@ -238,20 +285,24 @@ class _PairwiseOperator:
         return (self.X.name, c, 0)
 
     def scores_and_gradient(self, w: np.ndarray, hint, with_g0: bool):
-        """One compute: o = X w, the sort, X^T g, the preconditioner's column sums
-        ``(X*X)^T degree`` (if ``precondition``) and ``X^T g0`` (if ``with_g0``, last row).
+        """One compute: o = X w, the sort, X^T g, the basis' extra rows (the Jacobi diagonal
+        ``(X*X)^T degree`` for the linear basis) and ``X^T g0`` (if ``with_g0``, last row).
 
         Returns (coef, coef_handle, sums)."""
         X = self.X
+        basis = self.basis
         tok = _fresh_token()
         name_s = f"daskauc-newton-scores-{tok}"
         name_c = f"daskauc-newton-sort-{tok}"
         name_g = f"daskauc-newton-grad-{tok}"
         layer: dict = {}
         zero = not np.any(w)
+        w_key = (f"{name_s}-w", 0)
+        layer[w_key] = w
         for c in range(self.nchunks):
             size = int(self.bounds[c + 1] - self.bounds[c])
-            layer[(name_s, c)] = (_zeros, size) if zero else (_block_matvec, self._chunk(c), w)
+            layer[(name_s, c)] = ((_zeros, size) if zero
+                                  else (basis.matvec, self._chunk(c), *basis.const, w_key))
         coef_key = (name_c, 0)
         layer[coef_key] = (_gather_coefficients, [(name_s, c) for c in range(self.nchunks)],
                            hint[0], hint[1])
@@ -259,8 +310,8 @@ class _PairwiseOperator:
         for c in range(self.nchunks):
             a, b = int(self.bounds[c]), int(self.bounds[c + 1])
             g0 = self.g0[a:b] if with_g0 else None
-            layer[(name_g, c)] = (_grad_block, self._chunk(c), coef_key, a, b, g0,
-                                  self.precondition)
+            layer[(name_g, c)] = (basis.gradient, self._chunk(c), *basis.const, coef_key, a, b,
+                                  g0)
             keys.append((name_g, c))
         root = _tree_sum(layer, f"{name_g}-sum", keys)
         graph = HighLevelGraph.from_collections(name_g, layer, dependencies=[X])
@@ -273,20 +324,24 @@ class _PairwiseOperator:
     def hessian_product(self, coef_handle: Delayed, p: np.ndarray):
         """One compute: q = X p, L q, X^T L q. Returns (X^T L q, q)."""
         X = self.X
+        basis = self.basis
         tok = _fresh_token()
         name_q = f"daskauc-newton-hvp-xs-{tok}"
         name_l = f"daskauc-newton-hvp-lq-{tok}"
         name_h = f"daskauc-newton-hvp-{tok}"
         layer: dict = {}
+        p_key = (f"{name_q}-p", 0)
+        layer[p_key] = p
         for c in range(self.nchunks):
-            layer[(name_q, c)] = (_block_matvec, self._chunk(c), p)
+            layer[(name_q, c)] = (basis.matvec, self._chunk(c), *basis.const, p_key)
         lq_key = (name_l, 0)
         layer[lq_key] = (_hvp_laplacian, [(name_q, c) for c in range(self.nchunks)],
                          coef_handle.key)
         keys = []
         for c in range(self.nchunks):
             a, b = int(self.bounds[c]), int(self.bounds[c + 1])
-            layer[(name_h, c)] = (_hvp_block, self._chunk(c), lq_key, a, b)
+            layer[(name_h, c)] = (_hvp_block, basis.rmatvec, self._chunk(c), basis.const,
+                                  lq_key, a, b)
             keys.append((name_h, c))
         root = _tree_sum(layer, f"{name_h}-sum", keys)
         out_key = (f"{name_h}-out", 0)
@@ -294,6 +349,18 @@ class _PairwiseOperator:
         graph = HighLevelGraph.from_collections(name_h, layer, dependencies=[X, coef_handle])
         (xtlq, q) = dask.compute(Delayed(out_key, graph, layer=name_h))[0]
         return xtlq, q
+
+    def scores(self, Xv: da.Array, w: np.ndarray) -> np.ndarray:
+        """``Xv w`` in this basis for another row-chunked array (validation rows)."""
+        tok = _fresh_token()
+        name = f"daskauc-newton-val-scores-{tok}"
+        layer: dict = {(f"{name}-w", 0): w}
+        for c in range(Xv.numblocks[0]):
+            layer[(name, c)] = (self.basis.matvec, (Xv.name, c, 0), *self.basis.const,
+                                (f"{name}-w", 0))
+        layer[(f"{name}-cat", 0)] = (_concatenate, [(name, c) for c in range(Xv.numblocks[0])])
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=[Xv])
+        return dask.compute(Delayed((f"{name}-cat", 0), graph, layer=name))[0]
 
 
 # ------------------------------------------------------------------------------ line search
@@ -445,16 +512,10 @@ def _threads_limit(client):
 # ----------------------------------------------------------------------------------- solver
 
 
-def _validation_auc(Xv, yv, w) -> float:
-    scores = Xv.map_blocks(_block_matvec, w, drop_axis=1, dtype=np.float64,
-                           name="daskauc-newton-val-scores", meta=np.empty((0,))).compute()
-    try:
-        from ..metrics import roc_auc
-    except ImportError:
-        from sklearn.metrics import roc_auc_score
+def _validation_auc(op: _PairwiseOperator, Xv, yv, w) -> float:
+    from ..metrics import roc_auc
 
-        return float(roc_auc_score(yv, scores))
-    return float(roc_auc(yv, scores))
+    return float(roc_auc(yv, op.scores(Xv, w)))
 
 
 def prsvm_newton(
@@ -628,23 +689,29 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
     converged = False
     n_iter = 0
     last: dict = {}
+    reg = op.basis.regularize
     while True:
         coef, coef_handle, sums = op.scores_and_gradient(w, hint, with_g0=grad_norm0 is None)
         hint = (coef.pos_idx, coef.neg_idx)
-        grad = w + 2.0 * C * sums[0]
+        Rw = reg(w)
+        grad = Rw + 2.0 * C * sums[0]
         gnorm = float(np.linalg.norm(grad))
         if grad_norm0 is None:
             grad_norm0 = float(np.linalg.norm(2.0 * C * sums[-1]))
             # equal class means make grad F(0) = 0 (w = 0 is then optimal): measure against
             # the gradient at the start instead
             grad_ref = grad_norm0 if grad_norm0 > 0 else gnorm
-        F = 0.5 * float(w @ w) + C * coef.loss
+            extra_rows = sums[1:-1]
+        else:
+            extra_rows = sums[1:]
+        ww = float(w @ Rw)
+        F = 0.5 * ww + C * coef.loss
         rel = gnorm / grad_ref if grad_ref > 0 else 0.0
         record = {"iter": n_iter, "objective": F, "loss": coef.loss, "grad_norm": gnorm,
                   "rel_grad_norm": rel, "n_active_pairs": coef.n_active_pairs, **last,
                   "seconds": time.perf_counter() - start}
         if Xv is not None:
-            record["val_auc"] = _validation_auc(Xv, yv, w)
+            record["val_auc"] = _validation_auc(op, Xv, yv, w)
         history.append(record)
         logger.info(
             "newton %d: F=%.10g |grad|/|grad0|=%.3g active pairs=%d cg=%s step=%s (%.2f s)%s",
@@ -663,39 +730,36 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
         if stop or n_iter >= max_iter:
             break
 
-        # truncated (preconditioned) conjugate gradient on H s = -grad; the preconditioner is
-        # the diagonal of I + 2C X^T D X with D the degrees of L (its diagonal): the Nystroem
-        # columns have scales spread like the kernel's eigenvalues, which Jacobi undoes
-        # (covtype, r = 1593: 13-21 CG steps per Newton step instead of 200+)
-        if op.precondition:
-            inv_m = 1.0 / (1.0 + 2.0 * C * sums[1])
-        else:
-            inv_m = np.ones_like(w)
+        # truncated preconditioned conjugate gradient on H s = -grad, H = R + 2C X^T L X
+        precondition = op.basis.preconditioner(coef, extra_rows, C)
         s = np.zeros_like(w)
+        Rs = np.zeros_like(w)
         d = np.zeros(op.X.shape[0])  # X s, accumulated from the products
         res = -grad
-        z = inv_m * res
+        z = precondition(res)
         p = z.copy()
         rz = float(res @ z)
         cg_iter = 0
         target = cg_tol * gnorm
         while cg_iter < max_cg:
             xtlq, q = op.hessian_product(coef_handle, p)
-            Hp = p + 2.0 * C * xtlq
+            Rp = reg(p)
+            Hp = Rp + 2.0 * C * xtlq
             cg_iter += 1
             a = rz / float(p @ Hp)
             s += a * p
+            Rs += a * Rp
             d += a * q
             res -= a * Hp
             if float(np.linalg.norm(res)) <= target:
                 break
-            z = inv_m * res
+            z = precondition(res)
             rz_new = float(res @ z)
             p = z + (rz_new / rz) * p
             rz = rz_new
         rel_residual = float(np.linalg.norm(res)) / gnorm
-        ws = float(w @ s)
-        ss = float(s @ s)
+        ws = float(w @ Rs)
+        ss = float(s @ Rs)
         gs = float(grad @ s)  # phi'(0) = grad . s
         sHs = -gs - float(s @ res)  # s^T H s = s . (-grad - res)
         if gs >= 0:  # cannot happen with exact arithmetic (H is positive definite)
@@ -704,10 +768,10 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
             break
         if line_search == "exact":
             t, ls_coef, phi_t, ls_steps = line_search_exact(
-                coef.o, d, *hint, C=C, ww=float(w @ w), ws=ws, ss=ss, dphi0=gs, t0=-gs / sHs)
+                coef.o, d, *hint, C=C, ww=ww, ws=ws, ss=ss, dphi0=gs, t0=-gs / sHs)
         else:
             t, ls_coef, phi_t, ls_steps = line_search_armijo(
-                coef.o, d, *hint, C=C, ww=float(w @ w), ws=ws, ss=ss, dphi0=gs, phi0=F)
+                coef.o, d, *hint, C=C, ww=ww, ws=ws, ss=ss, dphi0=gs, phi0=F)
         if not phi_t <= F + 1e-10 * abs(F):  # allow rounding noise near the optimum
             logger.warning("newton %d: the line search found no decrease (F=%.17g); stopping "
                            "at the precision limit", n_iter, F)
