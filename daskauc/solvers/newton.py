@@ -251,7 +251,11 @@ class LinearBasis:
     def regularize(self, v: np.ndarray) -> np.ndarray:
         return v
 
-    def preconditioner(self, coef, extra_rows, C: float):
+    def norm(self, v: np.ndarray) -> float:
+        """The norm of gradients and CG residuals: Euclidean (``R = I``)."""
+        return float(np.linalg.norm(v))
+
+    def preconditioner(self, w, coef, extra_rows, C: float):
         """Jacobi: the diagonal of ``I + 2C X^T D X`` (D the active pairs per row), gathered
         in the gradient pass; the Nystroem columns have scales spread like the kernel's
         eigenvalues, which Jacobi undoes (covtype, r = 1593: 13-21 CG steps per Newton step
@@ -690,14 +694,15 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
     n_iter = 0
     last: dict = {}
     reg = op.basis.regularize
+    norm = op.basis.norm  # of gradients and residuals: ||R^{-1/2} v||, basis-independent
     while True:
         coef, coef_handle, sums = op.scores_and_gradient(w, hint, with_g0=grad_norm0 is None)
         hint = (coef.pos_idx, coef.neg_idx)
         Rw = reg(w)
         grad = Rw + 2.0 * C * sums[0]
-        gnorm = float(np.linalg.norm(grad))
+        gnorm = norm(grad)
         if grad_norm0 is None:
-            grad_norm0 = float(np.linalg.norm(2.0 * C * sums[-1]))
+            grad_norm0 = norm(2.0 * C * sums[-1])
             # equal class means make grad F(0) = 0 (w = 0 is then optimal): measure against
             # the gradient at the start instead
             grad_ref = grad_norm0 if grad_norm0 > 0 else gnorm
@@ -731,7 +736,7 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
             break
 
         # truncated preconditioned conjugate gradient on H s = -grad, H = R + 2C X^T L X
-        precondition = op.basis.preconditioner(coef, extra_rows, C)
+        precondition = op.basis.preconditioner(w, coef, extra_rows, C)
         s = np.zeros_like(w)
         Rs = np.zeros_like(w)
         d = np.zeros(op.X.shape[0])  # X s, accumulated from the products
@@ -751,13 +756,13 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
             Rs += a * Rp
             d += a * q
             res -= a * Hp
-            if float(np.linalg.norm(res)) <= target:
+            if norm(res) <= target:
                 break
             z = precondition(res)
             rz_new = float(res @ z)
             p = z + (rz_new / rz) * p
             rz = rz_new
-        rel_residual = float(np.linalg.norm(res)) / gnorm
+        rel_residual = norm(res) / gnorm
         ws = float(w @ Rs)
         ss = float(s @ Rs)
         gs = float(grad @ s)  # phi'(0) = grad . s

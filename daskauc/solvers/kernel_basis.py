@@ -1,0 +1,372 @@
+"""The Gaussian kernel basis over raw row chunks: ``f(x) = sum_j alpha_j k(x, c_j)``.
+
+The kernel-basis solvers (:mod:`daskauc.solvers.kernel_newton` for the pairwise squared hinge,
+:mod:`daskauc.solvers.kernel_lsauc` for least squares) keep their model in the span of the
+Gaussian kernel ``k(x, c) = exp(-gamma ||x - c||^2)`` at m centres ``c_1..c_m``; no n x m
+matrix is ever stored. Every pass over the rows recomputes the kernel block of each row chunk
+against the centres, tile by tile: a BLAS product of augmented rows and centres gives the
+exponents, a numba kernel (:mod:`daskauc.solvers._kernel_basis_kernels`) takes the
+exponential and folds it into the product the pass needs. A pass costs about ``2 n m d``
+flops and reads the rows once; raw rows are small (covtype: 54 features, 100 MB), so they are
+persisted in the workers' memory when they fit.
+
+This module holds what both solvers share: the centres as tasks see them, the products of
+one chunk (``K_b v``, ``U^T K_b``, ``K_b^T (w * K_b v)``), the chunking of a pass, one-pass
+graphs, the factor of ``K_mm`` and the scores of a fitted model.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
+
+from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from ._kernel_basis_kernels import (
+    _exp_tile,
+    _strip_rmatvec,
+    _tile_matvec,
+    _tile_matvec_store,
+    _tile_rmatvec,
+)
+from .newton import _fresh_token, _tree_sum, _workers, should_persist
+from .preconditioner import NystroemPreconditioner
+
+logger = logging.getLogger(__name__)
+
+#: rows and centres of one kernel tile: 256 x 1024 float32 = 1 MiB, the L2 cache of one core
+#: here; measured best of 64..1024 rows x 256..4096 centres (all within 10%).
+ROW_TILE = 256
+COL_TILE = 1024
+#: rows of the stored strip of the fused least-squares product (64 x 32,768 float32 = 8 MiB).
+STRIP_ROWS = 64
+#: flops of one pass task (``2 rows m (d + 2)``): about 1.5 s on one core here, so that the
+#: scheduler's ~1 ms per task is negligible and every worker gets several tasks per pass.
+TASK_FLOPS = 1e11
+
+
+# ----------------------------------------------------------------------------- the centres
+
+
+@dataclass(frozen=True)
+class GaussianCentres:
+    """What a task needs to compute Gaussian kernel tiles against m centres.
+
+    ``CaT`` (d + 2, m) in the working dtype holds ``[2 gamma c'; -gamma; -gamma ||c'||^2]``
+    with ``c' = c - shift``, so that ``[x', ||x'||^2, 1] @ CaT = -gamma ||x - c||^2``;
+    ``shift`` (the centres' mean) keeps the norms small against the distances.
+    """
+
+    CaT: np.ndarray
+    shift: np.ndarray
+    gamma: float
+
+    @property
+    def m(self) -> int:
+        return int(self.CaT.shape[1])
+
+    @property
+    def dtype(self):
+        return self.CaT.dtype
+
+
+def gaussian_centres(centres, gamma: float, dtype=np.float64) -> GaussianCentres:
+    """Prepare ``centres`` (m x d) and ``gamma`` for tile products in ``dtype``."""
+    C = np.asarray(centres, dtype=np.float64)
+    if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] < 1:
+        raise ValueError(f"centres must be a non-empty 2-D array; got shape {C.shape}")
+    if not np.isfinite(C).all():
+        raise ValueError("centres contain NaN or infinity")
+    gamma = check_param("gamma", gamma, float, low=0.0, include_low=False)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64; got {dtype}")
+    # rows and centres must be shifted by the very same numbers: round the shift to the
+    # working dtype first (a float64 shift for the centres against its float32 rounding for
+    # the rows moved float32 distances by up to eps * |shift|)
+    shift = C.mean(axis=0).astype(dtype).astype(np.float64)
+    Cs = C - shift
+    CaT = np.empty((C.shape[1] + 2, C.shape[0]))
+    CaT[:-2] = 2.0 * gamma * Cs.T
+    CaT[-2] = -gamma
+    CaT[-1] = -gamma * np.einsum("ij,ij->i", Cs, Cs)
+    return GaussianCentres(CaT=np.ascontiguousarray(CaT, dtype=dtype),
+                           shift=shift.astype(dtype), gamma=float(gamma))
+
+
+def _augmented_rows(block, gc: GaussianCentres) -> np.ndarray:
+    """``[x - shift, ||x - shift||^2, 1]`` per row, in the working dtype."""
+    X = np.asarray(block)
+    d = gc.CaT.shape[0] - 2
+    if X.ndim != 2 or X.shape[1] != d:
+        raise ValueError(f"rows must have {d} features to match the centres; got {X.shape}")
+    Xa = np.empty((X.shape[0], d + 2), dtype=gc.dtype)
+    np.subtract(X, gc.shift, out=Xa[:, :d], casting="unsafe")
+    Xs = Xa[:, :d]
+    Xa[:, d] = np.einsum("ij,ij->i", Xs, Xs, dtype=np.float64)
+    Xa[:, d + 1] = 1.0
+    return Xa
+
+
+def _scratch(gc: GaussianCentres, size: int, cols: int):
+    """A flat tile buffer of ``size`` values and the row buffers of the exponential."""
+    bits_dtype = np.int32 if gc.dtype == np.float32 else np.int64
+    return (np.empty(max(size, 1), gc.dtype), np.empty(max(cols, 1), gc.dtype),
+            np.empty(max(cols, 1), bits_dtype))
+
+
+def _tile(buf: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """A C-contiguous (rows, cols) view of a flat buffer: edge tiles stay contiguous too, so
+    the kernels run their vectorized (contiguous) variant on every tile."""
+    return buf[: rows * cols].reshape(rows, cols)
+
+
+# -------------------------------------------------------------------- products of one chunk
+
+
+def kernel_block(block, gc: GaussianCentres) -> np.ndarray:
+    """The kernel matrix ``k(x_i, c_j)`` of a (small) block of rows, in the working dtype."""
+    Xa = _augmented_rows(block, gc)
+    G = Xa @ gc.CaT
+    if G.size:
+        _exp_tile(G, _scratch(gc, 0, G.shape[1])[2])
+    return G
+
+
+def kernel_matvec_block(block, gc: GaussianCentres, v) -> np.ndarray:
+    """``K_b v`` (float64) for one chunk of rows, never holding more than one tile."""
+    Xa = _augmented_rows(block, gc)
+    b, m = Xa.shape[0], gc.m
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    out = np.zeros(b)
+    buf, row, bits = _scratch(gc, ROW_TILE * COL_TILE, min(COL_TILE, m))
+    for c0 in range(0, m, COL_TILE):
+        c1 = min(c0 + COL_TILE, m)
+        Ct = gc.CaT[:, c0:c1]
+        vt = v[c0:c1]
+        for r0 in range(0, b, ROW_TILE):
+            r1 = min(r0 + ROW_TILE, b)
+            Gt = _tile(buf, r1 - r0, c1 - c0)
+            np.matmul(Xa[r0:r1], Ct, out=Gt)
+            _tile_matvec(Gt, vt, out[r0:r1], row, bits)
+    return out
+
+
+def kernel_rmatvec_block(block, gc: GaussianCentres, U) -> np.ndarray:
+    """``U^T K_b`` (float64, k x m) for one chunk; ``U`` is (b,) or (b, k)."""
+    Xa = _augmented_rows(block, gc)
+    b, m = Xa.shape[0], gc.m
+    U = np.asarray(U, dtype=np.float64)
+    U = np.ascontiguousarray(U[:, None] if U.ndim == 1 else U)
+    k = U.shape[1]
+    out = np.zeros((k, m))
+    buf, row, bits = _scratch(gc, ROW_TILE * COL_TILE, min(COL_TILE, m))
+    acc_buf = np.empty(k * min(COL_TILE, m))
+    for c0 in range(0, m, COL_TILE):
+        c1 = min(c0 + COL_TILE, m)
+        Ct = gc.CaT[:, c0:c1]
+        acc = _tile(acc_buf, k, c1 - c0)
+        acc[:] = 0.0
+        for r0 in range(0, b, ROW_TILE):
+            r1 = min(r0 + ROW_TILE, b)
+            Gt = _tile(buf, r1 - r0, c1 - c0)
+            np.matmul(Xa[r0:r1], Ct, out=Gt)
+            _tile_rmatvec(Gt, U[r0:r1], acc, row, bits)
+        out[:, c0:c1] = acc
+    return out
+
+
+def kernel_rmatvec_vector(block, gc: GaussianCentres, u) -> np.ndarray:
+    """``K_b^T u`` (float64, m) for one chunk and one vector ``u`` (b,)."""
+    return kernel_rmatvec_block(block, gc, u)[0]
+
+
+def kernel_gram_matvec_block(block, gc: GaussianCentres, v, weights) -> np.ndarray:
+    """``K_b^T (weights * K_b v)`` (float64, m) for one chunk in one computation of K_b.
+
+    Rows go in strips of ``STRIP_ROWS``: the strip's kernel values are kept (8 MiB at m =
+    32,768, float32), tile after contiguous tile, between the two halves instead of being
+    recomputed.
+    """
+    Xa = _augmented_rows(block, gc)
+    b, m = Xa.shape[0], gc.m
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    out = np.zeros(m)
+    rows = min(STRIP_ROWS, max(b, 1))
+    strip = np.empty(rows * m, gc.dtype)
+    buf, _, bits = _scratch(gc, rows * COL_TILE, min(COL_TILE, m))
+    for r0 in range(0, b, rows):
+        r1 = min(r0 + rows, b)
+        r = r1 - r0
+        kv = np.zeros(r)
+        for c0 in range(0, m, COL_TILE):
+            c1 = min(c0 + COL_TILE, m)
+            Gt = _tile(buf, r, c1 - c0)
+            np.matmul(Xa[r0:r1], gc.CaT[:, c0:c1], out=Gt)
+            _tile_matvec_store(Gt, v[c0:c1], kv, strip[r * c0 : r * c1].reshape(r, c1 - c0),
+                               bits)
+        u = kv * weights[r0:r1]
+        for c0 in range(0, m, COL_TILE):
+            c1 = min(c0 + COL_TILE, m)
+            _strip_rmatvec(strip[r * c0 : r * c1].reshape(r, c1 - c0), u, out[c0:c1])
+    return out
+
+
+# ------------------------------------------------------------------- sharing and chunking
+
+
+def _share(gc: GaussianCentres, client):
+    """The centres as tasks will see them: broadcast once to every worker (a Future) on a
+    distributed cluster, the object itself under the threaded scheduler."""
+    if client is None:
+        return gc
+    return client.scatter(gc, broadcast=True, hash=False)
+
+
+def _n_threads(client) -> int:
+    workers = _workers(client)
+    if workers:
+        return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    return os.cpu_count() or 1
+
+
+def kernel_row_chunks(n: int, m: int, d: int, n_threads: int) -> tuple:
+    """Row chunks of a kernel pass: tasks of about ``TASK_FLOPS``, a multiple of the threads."""
+    rows = max(ROW_TILE, int(TASK_FLOPS // (2.0 * m * (d + 2))))
+    count = max(1, math.ceil(n / rows))
+    count = math.ceil(count / n_threads) * n_threads
+    count = max(1, min(count, math.ceil(n / ROW_TILE)))
+    rows = math.ceil(n / count)
+    return (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
+
+
+def _prepare_rows(X: da.Array, m: int, persist, client, name: str = "X"):
+    """Rechunk rows for kernel passes and persist them when asked / when they fit."""
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: -1})
+    chunks = kernel_row_chunks(int(X.shape[0]), m, int(X.shape[1]), _n_threads(client))
+    if X.chunks[0] != chunks:
+        X = X.rechunk({0: chunks})
+    persisted = should_persist(X, persist, client)
+    if persisted:
+        logger.info("persisting %s (%.1f MB, %d row chunks) for the kernel passes", name,
+                    X.nbytes / 1e6, len(chunks))
+        (X,) = dask.persist(X)
+    return X, persisted
+
+
+def build_preconditioner(centres, gamma: float, *, jitter: float | None = None,
+                         ) -> NystroemPreconditioner:
+    """Factor ``K_mm + jitter I`` of the centres (float64) for :class:`KernelBasis`."""
+    gc = gaussian_centres(centres, gamma, np.float64)
+    C = np.asarray(centres, dtype=np.float64)
+
+    def fill(out):
+        # K_mm is symmetric: the Fortran-ordered ``out`` is filled as its transpose, in row
+        # blocks of the C-ordered view, one block of 2,048 centres at a time
+        view = out.T
+        for r0 in range(0, C.shape[0], 2048):
+            view[r0 : r0 + 2048] = kernel_block(C[r0 : r0 + 2048], gc)
+
+    return NystroemPreconditioner(fill, C.shape[0], jitter=jitter)
+
+
+# ------------------------------------------------------------------------------ inputs
+
+
+def _check_problem(X, y, centres, gamma, lam, check_input: bool):
+    lam = check_param("lam", lam, float, low=0.0, include_low=False)
+    if check_input:
+        Xd, yd, _ = check_X_y(X, y)
+    else:
+        Xd, yd = (X if isinstance(X, da.Array) else as_row_chunked(X)), y
+    y_np = np.asarray(yd.compute() if isinstance(yd, da.Array) else yd)
+    if y_np.shape[0] != Xd.shape[0]:
+        raise ValueError(f"X has {Xd.shape[0]} rows but y has {y_np.shape[0]} labels")
+    C = np.asarray(centres, dtype=np.float64)
+    if C.ndim != 2 or C.shape[1] != Xd.shape[1]:
+        raise ValueError(f"centres must have shape (m, {Xd.shape[1]}) to match X's features; "
+                         f"got {C.shape}")
+    gamma = check_param("gamma", gamma, float, low=0.0, include_low=False)
+    return Xd, y_np, C, float(gamma), lam
+
+
+def _check_alpha(alpha0, m: int) -> np.ndarray:
+    if alpha0 is None:
+        return np.zeros(m)
+    a = np.array(alpha0, dtype=np.float64, copy=True).ravel()
+    if a.shape != (m,):
+        raise ValueError(f"alpha0 must have shape ({m},) to match the {m} centres; got {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError("alpha0 contains NaN or infinity")
+    return a
+
+
+def _validation(X_val, y_val, d: int):
+    if X_val is None:
+        return None, None
+    if y_val is None:
+        raise ValueError("X_val was given without y_val")
+    Xv = as_row_chunked(X_val, name="X_val")
+    if Xv.shape[1] != d:
+        raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {d}")
+    yv, _ = as_labels(y_val, name="y_val")
+    return Xv, np.asarray(yv.compute() if isinstance(yv, da.Array) else yv)
+
+
+# ---------------------------------------------------------------------------- one pass
+
+
+def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce: bool):
+    """One pass: ``fn(chunk, centres, *args_c)`` per chunk, tree-summed or concatenated."""
+    tok = _fresh_token()
+    full = f"{name}-{tok}"
+    layer: dict = {}
+    keys = []
+    for c in range(X.numblocks[0]):
+        layer[(full, c)] = (fn, (X.name, c, 0), centres_ref, *per_chunk_args(c))
+        keys.append((full, c))
+    if reduce:
+        root = _tree_sum(layer, f"{full}-sum", keys)
+    else:
+        root = (f"{full}-cat", 0)
+        layer[root] = (np.concatenate, keys)
+    graph = HighLevelGraph.from_collections(full, layer, dependencies=[X])
+    return dask.compute(Delayed(root, graph, layer=full))[0]
+
+
+# ------------------------------------------------------------------------------- scoring
+
+
+def kernel_scores(X, centres, gamma: float, alpha, *, dtype=None):
+    """``f(x) = sum_j alpha_j k(x, c_j)``: numpy for numpy input, lazy dask for dask input.
+
+    The centres are one graph key of a dask result (not one copy per task).
+    """
+    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+    if isinstance(X, da.Array):
+        Xd = X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
+        gc = gaussian_centres(centres, gamma, np.dtype(dtype) if dtype else Xd.dtype)
+        tok = _fresh_token()
+        name = f"daskauc-kernel-scores-{tok}"
+        layer: dict = {(f"{name}-centres", 0): gc, (f"{name}-alpha", 0): alpha}
+        for c in range(Xd.numblocks[0]):
+            layer[(name, c)] = (kernel_matvec_block, (Xd.name, c, 0), (f"{name}-centres", 0),
+                                (f"{name}-alpha", 0))
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=[Xd])
+        return da.Array(graph, name, chunks=(Xd.chunks[0],), dtype=np.float64,
+                        meta=np.empty((0,)))
+    Xn = np.asarray(X)
+    gc = gaussian_centres(centres, gamma, np.dtype(dtype) if dtype else
+                          (Xn.dtype if Xn.dtype in (np.float32, np.float64) else np.float64))
+    rows = max(ROW_TILE, int(TASK_FLOPS // (2.0 * gc.m * (Xn.shape[1] + 2))))
+    return np.concatenate([kernel_matvec_block(Xn[s : s + rows], gc, alpha)
+                           for s in range(0, Xn.shape[0], rows)] or [np.empty(0)])
