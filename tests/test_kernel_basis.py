@@ -16,10 +16,11 @@ from dask.callbacks import Callback
 from reference import kernel as ref
 from scipy.optimize import minimize
 
-from daskauc import KMeansNystroem, LSAUC
+from daskauc import LSAUC, KMeansNystroem
 from daskauc.solvers.kernel_basis import (
     COL_TILE,
     ROW_TILE,
+    TASK_FLOPS,
     build_preconditioner,
     gaussian_centres,
     kernel_block,
@@ -117,9 +118,11 @@ def test_float32_kernel_is_accurate_far_from_the_origin():
 
 def test_pass_chunks_are_balanced_over_threads():
     rows = kernel_row_chunks(464_809, 32_768, 54, 2)
-    assert sum(rows) == 464_809 and len(rows) % 2 == 0 and max(rows) - min(rows) <= 1 * len(rows)
-    assert 2.0 * max(rows) * 32_768 * 56 <= 1.2e11  # about TASK_FLOPS per task
-    assert kernel_row_chunks(100, 64, 3, 4) == (100,) or sum(kernel_row_chunks(100, 64, 3, 4)) == 100
+    assert sum(rows) == 464_809 and len(rows) == 18  # a multiple of the 2 threads
+    assert set(rows[:-1]) == {rows[0]} and rows[-1] <= rows[0]  # equal tasks, no straggler
+    assert 2.0 * rows[0] * 32_768 * 56 <= 1.2 * TASK_FLOPS
+    assert kernel_row_chunks(100, 64, 3, 4) == (100,)  # never below one row tile per task
+    assert len(kernel_row_chunks(10_000, 64, 3, 4)) == 4  # but one task per thread at least
 
 
 # ------------------------------------------------------- objective, gradient and Hessian
