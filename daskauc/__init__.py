@@ -14,6 +14,7 @@ from .data import (
     write_dataset,
 )
 from .embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures, load_embedding_map
+from .estimators.kernel import KernelAUC
 from .estimators.least_squares import LSAUC, OPAUC, SOLAM, SPAM, SPDAM, TwoPassAUC
 from .estimators.online import OAM, UnivariateAUC
 from .estimators.pairwise_sgd import PairwiseHingeSGD
@@ -29,6 +30,6 @@ __all__ = [
     "KMeansNystroem", "MiniBatchKMeans", "RandomFourierFeatures", "load_embedding_map",
     "PairwiseHingeSGD", "RankSVM", "cv_select_C", "OAM", "UnivariateAUC",
     "NSAUC", "NSVMSGD2", "NBAUC", "RFAUC", "KernelRankSVM", "NOAM", "NSOLAM",
-    "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
+    "KernelAUC", "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
     "load_model", "save_model", "roc_auc", "roc_curve",
 ]

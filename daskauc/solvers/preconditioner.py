@@ -254,6 +254,20 @@ class NystroemPreconditioner:
         """``T^{-T} v``, so that ``||T^{-T} v||^2 = v^T (K_mm + jitter I)^{-1} v``."""
         return self._upper(self._vector(v), trans=1, solve=True)
 
+    def features(self, K_block) -> np.ndarray:
+        """``K_block T^{-1}`` for an (n, m) kernel block: Nystroem features with
+        ``Phi Phi^T = K K~^{-1} K^T``, on which a linear model ``w`` is the kernel-basis model
+        ``alpha = T^{-1} w`` with ``||w||^2 = alpha^T K~ alpha`` (float64)."""
+        B = np.array(K_block, dtype=np.float64, order="F", copy=True)
+        if B.ndim != 2 or B.shape[1] != self.m:
+            raise ValueError(f"expected a block with {self.m} columns; got shape {B.shape}")
+        self._diag[:] = self._dT
+        return blas.dtrsm(1.0, self._F, B, side=1, lower=0, trans_a=0, diag=0, overwrite_b=1)
+
+    def coefficients(self, w) -> np.ndarray:
+        """``T^{-1} w``: the kernel-basis coefficients of a linear model on :meth:`features`."""
+        return self._upper(self._vector(w), trans=0, solve=True)
+
     def regularizer_solve(self, b) -> np.ndarray:
         """``(K_mm + jitter I)^{-1} b = T^{-1} T^{-T} b``."""
         x = self._upper(self._vector(b), trans=1, solve=True)

@@ -1,0 +1,433 @@
+"""KernelAUC: Gaussian-kernel AUC maximization with many centres and a chosen bandwidth.
+
+The model is ``f(x) = sum_j alpha_j exp(-gamma ||x' - c_j||^2)`` over m centres ``c_j`` in the
+scaled feature space (``x'`` the scaled row), fitted by NBAUC's pairwise squared hinge or
+LSAUC's least-squares loss, in one of two routes that give the same model:
+
+* ``solver="kernel"``: the kernel-basis solvers (nothing n x m stored; every pass recomputes
+  the kernel blocks; Nystroem-preconditioned conjugate gradient) for large m;
+* ``solver="embedding"``: the materialized k-means-Nystroem embedding with these centres as
+  landmarks and NBAUC's / LSAUC's solver on it, for small m;
+* ``solver="auto"`` picks the cheaper by the measured-cost model of
+  :mod:`daskauc.solvers.cost` (the embedding only when it fits in memory).
+
+``gamma="auto"`` and ``lam="auto"`` choose both by validation AUC on a stratified subsample
+(:mod:`daskauc.estimators._selection`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import (
+    as_labels,
+    as_row_chunked,
+    check_n_features,
+    check_param,
+    check_X_y,
+    is_store_path,
+    seed_sequence,
+)
+from ..solvers.kernel_basis import kernel_scores
+from ._selection import GAMMA_MULTIPLIERS, LAMBDAS, SELECTION_CENTRES, SELECTION_ROWS
+
+logger = logging.getLogger("daskauc")
+
+LOSSES = ("squared_hinge", "least_squares")
+ROUTES = ("auto", "kernel", "embedding")
+SCALINGS = ("standard", "minmax", None)
+
+
+def _child(ss: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, k))
+
+
+class KernelAUC(ClassifierMixin, BaseEstimator):
+    """Gaussian-kernel AUC maximization with many centres, gamma and lam chosen.
+
+    Parameters
+    ----------
+    n_centres : int, default=4096
+        Centres m of the kernel expansion (capped at the number of training rows). AUC
+        grows with m on large data (covtype: 1 - AUC falls about as m^-0.32); the
+        kernel-basis route never stores an n x m matrix, so m is bounded by the m x m
+        preconditioner (8 m^2 bytes: 8.6 GB at m = 32,768).
+    loss : {"squared_hinge", "least_squares"}, default="squared_hinge"
+        NBAUC's pairwise squared hinge or LSAUC's least squares, each the mean over all
+        positive-negative pairs (objectives in Notes).
+    lam : "auto" or float, default="auto"
+        Regularization (> 0) of ``lam/2 alpha^T K alpha``; "auto" chooses it with gamma.
+    gamma : "auto", "rule" or float, default="auto"
+        Kernel width; "rule" is Khalid et al.'s ``1/b`` (b the mean squared distance to the
+        mean over the first 80,000 scaled rows); "auto" chooses among
+        ``gamma_grid x 1/b`` by validation AUC.
+    centres : {"uniform", "kmeans"} or array of shape (m, n_features), default="uniform"
+        Centres drawn uniformly among the training rows (as good as k-means on covtype and
+        cheaper; their labels enable the "pairs" preconditioner), k-means centroids, or given
+        (in the original feature space).
+    solver : {"auto", "kernel", "embedding"}, default="auto"
+        The route (see the module); "auto" takes the cheaper by measured cost.
+    scaling : {"standard", "minmax", None}, default="standard"
+        Feature scaling fitted on the training rows before the kernel.
+    tol : float, default=1e-3
+        Squared hinge: stop Newton when ``||grad|| <= tol ||grad(0)||`` (in the embedding's
+        coordinates); least squares (kernel route): CG's relative residual, ``tol**2``.
+    max_iter : int, default=50
+        Newton steps (squared hinge) or CG steps (least squares, kernel route).
+    cg_tol : float, default=0.1
+    max_cg : int, default=100
+    weighting : {"auto", "mean", "pairs"}, default="auto"
+        The kernel route's preconditioner for the squared hinge; "auto" is "pairs" when the
+        centres' labels are known (uniform centres) and "mean" otherwise.
+    selection_rows : int, default=20000
+        Rows of the stratified subsample of the automatic choice.
+    selection_centres : int, default=4096
+        Cap on the centres used in the automatic choice.
+    cv : int, default=3
+        Folds of the automatic choice.
+    gamma_grid : sequence of float or None
+        Multiples of 1/b tried by ``gamma="auto"`` (default
+        ``_selection.GAMMA_MULTIPLIERS``: 1/4 .. 16).
+    lam_grid : sequence of float or None
+        lam values tried by ``lam="auto"`` at the subsample's scale (default 1e-1 .. 1e-9).
+    persist : {"auto", True, False}, default="auto"
+        Keep the (scaled) rows or the embedding in (cluster) memory during the fit.
+    dtype : {"float32", "float64"}, default="float32"
+        Working dtype of the kernel tiles or the embedding (sums are float64 either way).
+    random_state : None, int or Generator
+
+    Attributes
+    ----------
+    centres_ : ndarray (m, n_features), float64
+        The centres, in the scaled feature space.
+    centre_labels_ : ndarray (m,) of {-1, +1}
+        Labels of the centres (uniform centres only; empty otherwise).
+    dual_coef_ : ndarray (m,), float64
+        ``alpha``.
+    gamma_, lam_ : float
+    route_ : str
+        "kernel" or "embedding".
+    route_costs_ : dict
+        The cost estimates behind ``solver="auto"`` (seconds, bytes, measured rates).
+    selection_ : dict
+        The automatic choice: chosen values, the rule, and the table of validation AUC per
+        (gamma, lam); empty when neither was "auto".
+    scaler_ : fitted scaler or None
+    n_iter_, converged_, history_ : the solver's record.
+    jitter_ : float
+        Jitter on K_mm (kernel route): the regularizer is ``K_mm + jitter I``.
+    timings_ : dict
+        Seconds per stage (scale, selection, centres, solve).
+    classes_, n_features_in_
+
+    Notes
+    -----
+    With ``f = K alpha`` (rows against centres), pairs ``(i in P, j in N)``::
+
+        squared hinge:  lam/2 alpha^T K_mm alpha + mean_pairs max(0, 1 - f_i + f_j)^2
+        least squares:  lam/2 alpha^T K_mm alpha + mean_pairs (1 - f_i + f_j)^2
+
+    With the centres as landmarks and r = m the first is NBAUC with
+    ``C = 1 / (lam n+ n-)`` (Khalid et al.), the second LSAUC.
+
+    References
+    ----------
+    M. Khalid, I. N. Ray and H. Chitsaz, "Scalable Nonlinear AUC Maximization Methods", 2018.
+    A. Rudi, L. Carratino and L. Rosasco, "FALKON: an optimal large scale kernel method",
+    NeurIPS 2017; G. Meanti et al., "Kernel methods through the roof", NeurIPS 2020.
+    """
+
+    def __init__(self, n_centres=4096, *, loss="squared_hinge", lam="auto", gamma="auto",
+                 centres="uniform", solver="auto", scaling="standard", tol=1e-3, max_iter=50,
+                 cg_tol=0.1, max_cg=100, weighting="auto", selection_rows=SELECTION_ROWS,
+                 selection_centres=SELECTION_CENTRES, cv=3, gamma_grid=None, lam_grid=None,
+                 persist="auto", dtype="float32", random_state=None):
+        self.n_centres = n_centres
+        self.loss = loss
+        self.lam = lam
+        self.gamma = gamma
+        self.centres = centres
+        self.solver = solver
+        self.scaling = scaling
+        self.tol = tol
+        self.max_iter = max_iter
+        self.cg_tol = cg_tol
+        self.max_cg = max_cg
+        self.weighting = weighting
+        self.selection_rows = selection_rows
+        self.selection_centres = selection_centres
+        self.cv = cv
+        self.gamma_grid = gamma_grid
+        self.lam_grid = lam_grid
+        self.persist = persist
+        self.dtype = dtype
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------------ checks
+
+    def _check_params(self):
+        check_param("n_centres", self.n_centres, int, low=1)
+        check_param("loss", self.loss, str, choices=LOSSES)
+        check_param("solver", self.solver, str, choices=ROUTES)
+        check_param("scaling", self.scaling, object, choices=SCALINGS)
+        check_param("weighting", self.weighting, str, choices=("auto", "mean", "pairs"))
+        for name, value in (("lam", self.lam), ("gamma", self.gamma)):
+            allowed = ("auto", "rule") if name == "gamma" else ("auto",)
+            if isinstance(value, str):
+                check_param(name, value, str, choices=allowed)
+            else:
+                check_param(name, value, float, low=0.0, include_low=False)
+        if isinstance(self.centres, str):
+            check_param("centres", self.centres, str, choices=("uniform", "kmeans"))
+        check_param("tol", self.tol, float, low=0.0)
+        check_param("max_iter", self.max_iter, int, low=0)
+        check_param("cg_tol", self.cg_tol, float, low=0.0, include_low=False, high=1.0)
+        check_param("max_cg", self.max_cg, int, low=1)
+        check_param("selection_rows", self.selection_rows, int, low=10)
+        check_param("selection_centres", self.selection_centres, int, low=1)
+        check_param("cv", self.cv, int, low=2)
+        check_param("persist", self.persist, object, choices=("auto", True, False))
+        if np.dtype(self.dtype) not in (np.float32, np.float64):
+            raise TypeError(f"dtype must be float32 or float64; got {self.dtype!r}")
+        for name, grid in (("gamma_grid", self.gamma_grid), ("lam_grid", self.lam_grid)):
+            if grid is not None:
+                g = np.asarray(grid, dtype=np.float64).ravel()
+                if g.size == 0 or not np.all(np.isfinite(g)) or not np.all(g > 0):
+                    raise ValueError(f"{name} must be a non-empty sequence of positive "
+                                     f"numbers; got {grid!r}")
+
+    # ------------------------------------------------------------------------ fit
+
+    def fit(self, X, y=None, *, X_val=None, y_val=None):
+        """Fit on rows ``X`` (numpy, dask, zarr or a dataset store path with ``y=None``).
+
+        ``X_val`` / ``y_val`` (optional, raw features) record the validation AUC of every
+        iteration in ``history_``.
+        """
+        from ..data.scale import MinMaxScaler, StandardScaler
+        from ..embed.nystroem import default_gamma
+        from ._selection import select_gamma_lam
+
+        self._check_params()
+        timings: dict[str, float] = {}
+        tic = time.perf_counter()
+        Xd, yd, classes = check_X_y(X, y, dtype=self.dtype)
+        y_np = np.asarray(yd.compute() if isinstance(yd, da.Array) else yd)
+        n, d = (int(s) for s in Xd.shape)
+        scaler = {"standard": StandardScaler, "minmax": MinMaxScaler, None: None}[self.scaling]
+        self.scaler_ = scaler().fit(Xd) if scaler is not None else None
+        Xs = self._scale(Xd)
+        timings["scale"] = time.perf_counter() - tic
+        ss = seed_sequence(self.random_state)
+
+        m = int(self.n_centres)
+        if not isinstance(self.centres, str):
+            m = int(np.asarray(self.centres).shape[0])
+        elif m > n:
+            warnings.warn(f"n_centres={m} > n_samples={n}: using {n} centres (every row)",
+                          stacklevel=2)
+            m = n
+
+        tic = time.perf_counter()
+        selection = None
+        if self.gamma == "auto" or self.lam == "auto":
+            gamma0 = default_gamma(Xs)
+            if self.gamma == "auto":
+                mults = self.gamma_grid if self.gamma_grid is not None else GAMMA_MULTIPLIERS
+            else:
+                mults = [(gamma0 if self.gamma == "rule" else float(self.gamma)) / gamma0]
+            selection = select_gamma_lam(
+                Xs, y_np, gamma0=gamma0, loss=self.loss, n_centres=m,
+                gamma_multipliers=mults,
+                lams=self.lam_grid if self.lam_grid is not None else LAMBDAS,
+                lam_fixed=None if self.lam == "auto" else float(self.lam),
+                cv=int(self.cv), rows=int(self.selection_rows),
+                max_centres=int(self.selection_centres), n_full=n, random_state=_child(ss, 1),
+                solver_params=self._newton_params(),
+            )
+            gamma, lam = selection.gamma, selection.lam
+            logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g in %.1f s",
+                        gamma, selection.gamma_multiplier, lam, selection.seconds)
+        else:
+            gamma = default_gamma(Xs) if self.gamma == "rule" else float(self.gamma)
+            lam = float(self.lam)
+        timings["selection"] = time.perf_counter() - tic
+
+        tic = time.perf_counter()
+        centres, labels = self._centres(Xs, y_np, m, _child(ss, 2))
+        timings["centres"] = time.perf_counter() - tic
+
+        tic = time.perf_counter()
+        route, costs = self._route(n, d, m)
+        Xv = yv = None
+        if X_val is not None:
+            if y_val is None:
+                raise ValueError("X_val was given without y_val")
+            Xv = self._scale(as_row_chunked(X_val, name="X_val", dtype=self.dtype))
+            yv, _ = as_labels(y_val, name="y_val")
+        alpha, result = (self._fit_kernel if route == "kernel" else self._fit_embedding)(
+            Xs, y_np, centres, labels, gamma, lam, Xv, yv)
+        timings["solve"] = time.perf_counter() - tic
+        if not result.converged and self.loss == "squared_hinge":
+            warnings.warn(f"KernelAUC did not reach tol={self.tol} in max_iter={self.max_iter} "
+                          "Newton steps; increase max_iter", ConvergenceWarning, stacklevel=2)
+
+        self.centres_ = np.ascontiguousarray(centres, dtype=np.float64)
+        self.centre_labels_ = (np.asarray(labels, dtype=np.int8) if labels is not None
+                               else np.empty(0, np.int8))
+        self.dual_coef_ = np.asarray(alpha, dtype=np.float64)
+        self.gamma_ = float(gamma)
+        self.lam_ = float(lam)
+        self.route_ = route
+        self.route_costs_ = costs
+        self.selection_ = selection.as_dict() if selection is not None else {}
+        self.n_iter_ = int(result.n_iter)
+        self.converged_ = bool(result.converged)
+        self.history_ = list(result.history)
+        state = result.state or {}
+        self.jitter_ = float(state.get("jitter", 0.0))
+        self.passes_ = int(state.get("passes", 0))
+        self.preconditioner_seconds_ = {k: float(v) for k, v in state.get("seconds", {}).items()}
+        self.timings_ = timings
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = d
+        return self
+
+    def _newton_params(self) -> dict:
+        return {"tol": float(self.tol), "max_iter": int(self.max_iter),
+                "cg_tol": float(self.cg_tol), "max_cg": int(self.max_cg)}
+
+    def _scale(self, X):
+        return self.scaler_.transform(X) if self.scaler_ is not None else X
+
+    def _centres(self, Xs, y_np, m, ss):
+        if not isinstance(self.centres, str):
+            C = np.asarray(self.centres, dtype=np.float64)
+            if C.ndim != 2 or C.shape[1] != Xs.shape[1]:
+                raise ValueError(f"centres must have shape (m, {Xs.shape[1]}); got {C.shape}")
+            if not np.isfinite(C).all():
+                raise ValueError("centres contain NaN or infinity")
+            if self.scaler_ is not None:
+                C = np.asarray(self.scaler_.transform(C), dtype=np.float64)
+            return C, None
+        from ..embed.centres import select_centres
+
+        sel = select_centres(Xs, m, method=self.centres, y=y_np, random_state=ss)
+        return np.asarray(sel.centres, dtype=np.float64), sel.labels
+
+    def _route(self, n, d, m):
+        from ..solvers.cost import route_costs
+        from ..solvers.kernel_basis import _n_threads
+        from ..solvers.newton import _distributed_client, memory_budget
+
+        client = _distributed_client()
+        budget = memory_budget(client) if self.persist is not False else 0.0
+        costs = route_costs(n, d, m, loss=self.loss, n_threads=_n_threads(client),
+                            memory_budget=budget)
+        if self.solver != "auto":
+            return self.solver, costs
+        return ("embedding" if costs["embedding"] < costs["kernel"] else "kernel"), costs
+
+    def _fit_kernel(self, Xs, y, centres, labels, gamma, lam, Xv, yv):
+        if self.loss == "least_squares":
+            from ..solvers.kernel_lsauc import kernel_lsauc
+
+            return _result(kernel_lsauc(
+                Xs, y, centres, gamma=gamma, lam=lam, tol=float(self.tol) ** 2,
+                max_iter=max(int(self.max_iter), 1) * 4, persist=self.persist,
+                X_val=Xv, y_val=yv, check_input=False))
+        from ..solvers.kernel_newton import kernel_pairwise_newton
+
+        weighting = self.weighting
+        if weighting == "auto":
+            weighting = "pairs" if labels is not None else "mean"
+        return _result(kernel_pairwise_newton(
+            Xs, y, centres, gamma=gamma, lam=lam, weighting=weighting, centre_labels=labels,
+            persist=self.persist, X_val=Xv, y_val=yv, check_input=False,
+            **self._newton_params()))
+
+    def _fit_embedding(self, Xs, y, centres, labels, gamma, lam, Xv, yv):
+        from ..embed.nystroem import KMeansNystroem
+        from .least_squares import LSAUC
+        from .ranksvm import RankSVM
+
+        emb = KMeansNystroem(n_components=centres.shape[0], landmarks=centres, gamma=gamma,
+                             dtype=self.dtype).fit(Xs)
+        Z = emb.transform(Xs)
+        if self.persist is not False:
+            with dask.config.set(**{"array.slicing.split_large_chunks": False}):
+                Z = Z.persist()
+        Zv = emb.transform(Xv) if Xv is not None else None
+        if self.loss == "least_squares":
+            solver = LSAUC(lam=lam).fit(Z, y)
+        else:
+            n_pairs = float(np.sum(y > 0)) * float(np.sum(y < 0))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                solver = RankSVM(C=1.0 / (lam * n_pairs), persist=self.persist,
+                                 **self._newton_params()).fit(Z, y, X_val=Zv, y_val=yv)
+        from ..solvers._result import SolverResult
+
+        res = SolverResult(coef=solver.coef_, n_iter=int(getattr(solver, "n_iter_", 1)),
+                           converged=bool(getattr(solver, "converged_", True)),
+                           history=list(getattr(solver, "history_", [])),
+                           state={"r": int(emb.n_components_)})
+        return emb.projection_ @ solver.coef_, res
+
+    # ------------------------------------------------------------------------ predict
+
+    def decision_function(self, X):
+        """Scores ``f(x)``: numpy for numpy input, a lazy dask array for dask or a store."""
+        check_is_fitted(self, "dual_coef_")
+        if isinstance(X, da.Array) or is_store_path(X):
+            Xd = as_row_chunked(X, dtype=self.dtype)
+        else:
+            Xd = np.asarray(X)
+            if Xd.ndim != 2:
+                raise ValueError(f"X must be 2-D; got shape {Xd.shape}")
+            if Xd.dtype.kind not in "f":
+                Xd = Xd.astype(np.float64)
+            if not np.isfinite(Xd).all():
+                raise ValueError("X contains NaN or infinity")
+        check_n_features(Xd.shape, self.n_features_in_)
+        return kernel_scores(self._scale(Xd), self.centres_, self.gamma_, self.dual_coef_,
+                             dtype=np.dtype(self.dtype))
+
+    def predict(self, X):
+        """Class labels (``classes_``): positive where the score is > 0."""
+        scores = self.decision_function(X)
+        classes = self.classes_
+        if isinstance(scores, da.Array):
+            return scores.map_blocks(lambda s: classes[(s > 0).astype(np.intp)],
+                                     dtype=classes.dtype, token="daskauc-predict")
+        return classes[(scores > 0).astype(np.intp)]
+
+    def score(self, X, y=None, sample_weight=None):
+        """Exact AUC of the scores of ``X`` against ``y`` (a store path may carry ``y``)."""
+        if sample_weight is not None:
+            raise NotImplementedError("sample_weight is not supported by the AUC score")
+        from ..data.store import open_dataset
+        from ..metrics import roc_auc
+
+        if is_store_path(X) and y is None:
+            ds = open_dataset(X)
+            X, y = ds.X, ds.y
+        return float(roc_auc(y, self.decision_function(X)))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+def _result(res):
+    return res.coef, res

@@ -1,0 +1,189 @@
+"""KernelAUC: the estimator contract, both routes to the same model, the measured-cost switch,
+the automatic choice of gamma and lam, saving and loading."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from reference import kernel as ref
+from sklearn.metrics import roc_auc_score
+
+import daskauc.estimators._selection as selection
+from daskauc import KernelAUC, load_model, save_model
+from daskauc.solvers.cost import route_costs
+
+
+@pytest.fixture(autouse=True)
+def _local_scheduler(request):
+    if "dask_cluster_client" in request.fixturenames:
+        yield
+    else:
+        with dask.config.set(scheduler="threads"):
+            yield
+
+
+def _data(seed, n=400, d=3):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * [1.0, 3.0, 0.5] + [0.0, 10.0, -2.0]
+    Z = (X - [0.0, 10.0, -2.0]) / [1.0, 3.0, 0.5]
+    y = np.where(np.sin(2 * Z[:, 0]) + Z[:, 1] ** 2 - 0.8 + 0.3 * rng.standard_normal(n) > 0,
+                 1, -1)
+    return X, y
+
+
+FIXED = {"gamma": 0.5, "lam": 1e-3, "tol": 1e-8, "cg_tol": 1e-3, "max_cg": 500}
+
+
+def test_fit_predict_score_on_numpy_and_dask():
+    X, y = _data(0)
+    Xt, yt = _data(1, n=200)
+    C = X[::8]
+    est = KernelAUC(centres=C, **FIXED).fit(X, y)
+    s = est.decision_function(Xt)
+    assert isinstance(s, np.ndarray) and s.shape == (200,)
+    # the model is the kernel expansion over the scaled centres
+    Xs = (Xt - est.scaler_.mean_) / est.scaler_.scale_
+    np.testing.assert_allclose(s, ref.gaussian(Xs, est.centres_, 0.5) @ est.dual_coef_,
+                               rtol=1e-4, atol=1e-5 * np.abs(s).max())
+    assert est.score(Xt, yt) == pytest.approx(roc_auc_score(yt, s), abs=1e-12)
+    assert est.score(Xt, yt) > 0.85
+    assert set(np.unique(est.predict(Xt))) <= {-1, 1}
+    # float32 tiles (the default dtype): numpy rows are scaled in float64 then cast, dask rows
+    # cast then scaled, so the two agree to float32 rounding, not to the bit
+    lazy = est.decision_function(da.from_array(Xt, chunks=(64, -1)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), s, rtol=0, atol=2e-5 * np.abs(s).max())
+    est_d = KernelAUC(centres=C, **FIXED).fit(da.from_array(X, chunks=(100, -1)), y)
+    np.testing.assert_allclose(est_d.decision_function(Xt), s, rtol=0,
+                               atol=2e-5 * np.abs(s).max())
+    assert est.selection_ == {} and est.lam_ == 1e-3 and est.gamma_ == 0.5
+    assert est.n_features_in_ == 3 and list(est.classes_) == [-1, 1]
+
+
+def test_kernel_and_embedding_routes_give_the_same_model():
+    X, y = _data(2)
+    Xt, _ = _data(3, n=150)
+    C = X[::10]
+    for loss in ("squared_hinge", "least_squares"):
+        ker = KernelAUC(centres=C, loss=loss, solver="kernel", **FIXED).fit(X, y)
+        emb = KernelAUC(centres=C, loss=loss, solver="embedding", **FIXED).fit(X, y)
+        assert (ker.route_, emb.route_) == ("kernel", "embedding")
+        a, b = ker.decision_function(Xt), emb.decision_function(Xt)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * np.abs(b).max())
+
+
+def test_the_switch_follows_measured_cost_and_memory():
+    rates = {"tile_flops": 5e10, "gemm32_flops": 8e10, "gemm64_flops": 4e10, "read_bytes": 1e10}
+    small = route_costs(50_000, 20, 500, loss="squared_hinge", n_threads=2, rates=rates)
+    big = route_costs(464_809, 54, 32_768, loss="squared_hinge", n_threads=2, rates=rates,
+                      memory_budget=12e9)
+    assert small["embedding"] < small["kernel"]  # few centres: materialize once
+    assert big["embedding"] == np.inf and np.isfinite(big["kernel"])  # 61 GB never fits
+    # with unlimited memory the embedding's 2 n m^2 build and 9 m^3 eigendecomposition still
+    # lose at m = 32,768 (at 16,384 the two are within a few percent with these rates)
+    top = route_costs(464_809, 54, 32_768, loss="squared_hinge", n_threads=2, rates=rates)
+    assert top["kernel"] < top["embedding"] < np.inf
+    X, y = _data(4)
+    est = KernelAUC(centres=X[::20], **FIXED).fit(X, y)
+    assert est.route_ in ("kernel", "embedding")
+    want = min(("kernel", "embedding"), key=lambda r: est.route_costs_[r])
+    assert est.route_ == want
+    assert KernelAUC(centres=X[::20], persist=False, **FIXED).fit(X, y).route_ == "kernel"
+
+
+def test_selection_picks_the_best_mean_with_the_stated_ties(monkeypatch):
+    # planted fold paths: the best mean is at multiplier 2, lam 1e-3; a tie at multiplier 0.5
+    # and 4 (equally far from the rule in log) would go to the one listed first in the order
+    planted = {(2.0, 1e-3): 0.95, (0.5, 1e-2): 0.94, (4.0, 1e-2): 0.94}
+
+    def fake_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params, label):
+        mult = float(label.split("gamma=")[1].split("/b")[0])
+        return [{"lam": lam, "auc": planted.get((mult, lam), 0.9), "n_iter": 1,
+                 "seconds": 0.0} for lam in lams]
+
+    monkeypatch.setattr(selection, "_fold_path", fake_path)
+    X, y = _data(5, n=300)
+    Xd = da.from_array(X, chunks=(100, -1))
+    sel = selection.select_gamma_lam(Xd, y, gamma0=0.1, loss="squared_hinge", n_centres=20,
+                                     gamma_multipliers=(0.5, 1.0, 2.0, 4.0),
+                                     lams=(1e-1, 1e-2, 1e-3), cv=3, rows=300, n_full=1200,
+                                     random_state=np.random.SeedSequence(0))
+    assert (sel.gamma_multiplier, sel.lam_subsample) == (2.0, 1e-3)
+    assert sel.gamma == pytest.approx(0.2)
+    n_tr = 200.0  # three folds of 300 rows
+    assert sel.lam == pytest.approx(1e-3 * (n_tr / 1200) ** selection.LAM_EXPONENT)
+    assert len(sel.table) == 12 and sel.n_centres == 20
+    planted.pop((2.0, 1e-3))
+    sel = selection.select_gamma_lam(Xd, y, gamma0=0.1, loss="squared_hinge", n_centres=20,
+                                     gamma_multipliers=(0.5, 1.0, 2.0, 4.0),
+                                     lams=(1e-1, 1e-2, 1e-3), cv=3, rows=300,
+                                     random_state=np.random.SeedSequence(0))
+    assert (sel.gamma_multiplier, sel.lam_subsample) == (0.5, 1e-2)  # first in grid order
+    fixed = selection.select_gamma_lam(Xd, y, gamma0=0.1, loss="squared_hinge", n_centres=20,
+                                       gamma_multipliers=(1.0, 2.0), lam_fixed=3e-4, cv=3,
+                                       rows=300, n_full=1200,
+                                       random_state=np.random.SeedSequence(0))
+    assert fixed.lam == 3e-4 and len(fixed.table) == 2
+
+
+def test_lam_path_stops_after_patience():
+    X, y = _data(6, n=300)
+    rng = np.random.default_rng(0)
+    Phi = rng.standard_normal((300, 8))
+    path = selection._fold_path(Phi[:200], y[:200], Phi[200:], y[200:], loss="squared_hinge",
+                                lams=[10.0 ** -k for k in range(1, 12)],
+                                solver_params={"tol": 1e-6})
+    aucs = [r["auc"] for r in path]
+    if len(path) < 11:  # it stopped: the last PATIENCE points are DROP below the best
+        best = max(aucs)
+        assert all(a < best - selection.DROP for a in aucs[-selection.PATIENCE:])
+
+
+def test_automatic_choice_records_its_table_and_beats_a_bad_fixed_gamma():
+    X, y = _data(7, n=600)
+    Xt, yt = _data(8, n=400)
+    est = KernelAUC(centres=X[::6], random_state=0, selection_rows=600,
+                    gamma_grid=(0.25, 1.0, 4.0), lam_grid=(1e-2, 1e-3, 1e-4)).fit(X, y)
+    sel = est.selection_
+    assert sel["gamma"] == est.gamma_ and sel["lam"] == est.lam_
+    best = max((r for r in sel["table"] if r["mean_auc"] is not None),
+               key=lambda r: r["mean_auc"])
+    assert best["gamma"] == pytest.approx(est.gamma_)
+    assert "validation AUC" in sel["rule"]
+    bad = KernelAUC(centres=X[::6], gamma=est.gamma_ * 64, lam=est.lam_).fit(X, y)
+    assert est.score(Xt, yt) > bad.score(Xt, yt)
+
+
+def test_save_and_load_give_the_same_scores(tmp_path):
+    X, y = _data(9)
+    est = KernelAUC(centres=X[::8], **FIXED).fit(X, y)
+    save_model(est, tmp_path / "m.zarr")
+    back = load_model(tmp_path / "m.zarr")
+    assert type(back) is KernelAUC and back.route_ == est.route_
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+
+
+def test_validation_history_and_warnings():
+    X, y = _data(10)
+    Xv, yv = _data(11, n=100)
+    est = KernelAUC(centres=X[::8], solver="kernel", **FIXED).fit(X, y, X_val=Xv, y_val=yv)
+    assert est.history_[-1]["val_auc"] == pytest.approx(est.score(Xv, yv), abs=1e-12)
+    with pytest.warns(UserWarning, match="n_centres=500 > n_samples=400"):
+        est = KernelAUC(n_centres=500, gamma=0.5, lam=1e-2).fit(X, y)
+    assert est.centres_.shape == (400, 3)  # every row a centre: the exact kernel problem
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [({"n_centres": 0}, "n_centres must be >= 1"), ({"loss": "hinge"}, "loss must be one of"),
+     ({"lam": -1.0}, "lam must be > 0"), ({"gamma": "median"}, "gamma must be one of"),
+     ({"solver": "gpu"}, "solver must be one of"), ({"lam_grid": []}, "lam_grid must be"),
+     ({"centres": np.zeros((5, 2))}, r"centres must have shape \(m, 3\)"),
+     ({"scaling": "robust"}, "scaling must be one of")],
+)
+def test_bad_parameters_are_named(params, match):
+    X, y = _data(12, n=100)
+    with pytest.raises((ValueError, TypeError), match=match):
+        KernelAUC(**{"centres": X[::5], **params}).fit(X, y)
