@@ -1,10 +1,18 @@
-"""Helpers shared by the benchmark scripts: machine info, floors, result tables."""
+"""The benchmark harness shared by every script: datasets, machine info, floors measured in
+the run, a memory sampler, and the JSON / Markdown / PNG writers.
+
+A benchmark script is then its protocol and nothing else.
+"""
 
 from __future__ import annotations
 
+import bz2
+import io
 import json
+import lzma
 import os
 import platform
+import threading
 import time
 
 import numpy as np
@@ -12,6 +20,101 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 BENCH_DIR = os.path.join(ROOT, "docs", "benchmarks")
+#: where parsed datasets are cached (ignored by git)
+CACHE_DIR = os.path.join(ROOT, "bench-data")
+SEED = 0
+
+#: every dataset of ../shared/data, in the order of its README
+DATASETS = ("covtype", "ijcnn1", "a9a", "w8a", "usps", "spambase", "mushrooms", "diabetes",
+            "german", "splice", "fourclass", "svmguide3", "breast-cancer")
+
+
+# ----------------------------------------------------------------------------- datasets
+
+
+def _read_svmlight(rel: str, n_features: int | None = None):
+    from sklearn.datasets import load_svmlight_file
+
+    path = os.path.join(SHARED_DATA, rel)
+    opener = lzma.open if path.endswith(".xz") else bz2.open
+    with opener(path, "rb") as fh:
+        X, y = load_svmlight_file(io.BytesIO(fh.read()), n_features=n_features)
+    return np.asarray(X.toarray(), dtype=np.float64), np.asarray(y)
+
+
+def _read_text(rel: str, delimiter=None, skiprows: int = 0):
+    with lzma.open(os.path.join(SHARED_DATA, rel), "rt") as fh:
+        return np.loadtxt(fh, delimiter=delimiter, skiprows=skiprows)
+
+
+def _split(X, y):
+    from daskauc.data import train_test_split
+
+    return train_test_split(X, y, test_size=0.2, stratify=True, random_state=SEED)
+
+
+def load_dataset(name: str, cache_dir: str | None = None):
+    """``(X_train, y_train, X_test, y_test, note)``: raw features, labels in {-1, +1} (int8).
+
+    The conventions of ../shared/data/README.md: the shipped train / test files where there
+    are two (ijcnn1, a9a), else a stratified 80 / 20 split with seed 0; the positive class is
+    the minority or the one the papers use (covtype type 2, spam, diabetic, mushrooms label 2,
+    usps digits 5-9). Training rows are shuffled once (seed 0): several files are ordered.
+    Cached as ``<cache_dir>/<name>-raw-shuffled.npz``.
+    """
+    cache_dir = cache_dir or CACHE_DIR
+    cache = os.path.join(cache_dir, f"{name}-raw-shuffled.npz")
+    if os.path.exists(cache):
+        with np.load(cache, allow_pickle=False) as f:
+            return f["Xtr"], f["ytr"], f["Xte"], f["yte"], str(f["note"])
+    pm = lambda v: np.where(v, 1, -1)  # noqa: E731
+    split = "stratified 80/20 split, seed 0"
+    if name in ("ijcnn1", "a9a"):
+        files = {"ijcnn1": ("ijcnn1/ijcnn1.trn.bz2", "ijcnn1/ijcnn1.tst.bz2", 22),
+                 "a9a": ("a9a/a9a.xz", "a9a/a9a.t.xz", 123)}[name]
+        Xtr, ytr = _read_svmlight(files[0], files[2])
+        Xte, yte = _read_svmlight(files[1], files[2])
+        ytr, yte = pm(ytr > 0), pm(yte > 0)
+        note = "the shipped train / test files"
+    else:
+        if name == "covtype":
+            X, lab = _read_svmlight("covtype/covtype.libsvm.binary.xz", 54)
+            y, note = pm(lab == 2), "LIBSVM covtype.binary, type 2 positive (ratio 1.05)"
+        elif name == "spambase":
+            A = _read_text("spambase/spam.data.xz")
+            X, y, note = A[:, :-1], pm(A[:, -1] > 0), "positive = spam"
+        elif name == "usps":
+            X, lab = _read_svmlight("usps/usps.t.bz2", 256)
+            y, note = pm(lab >= 6), "usps.t (2,007 rows), digits 5-9 positive"
+        elif name == "diabetes":
+            A = _read_text("diabetes/pima-indians-diabetes.csv.xz", delimiter=",")
+            X, y, note = A[:, :-1], pm(A[:, -1] > 0), "positive = diabetic"
+        elif name == "mushrooms":
+            X, lab = _read_svmlight("mushrooms/mushrooms.libsvm.xz", 112)
+            y, note = pm(lab == 2), "positive = label 2"
+        elif name == "svmguide3":
+            A = _read_text("svmguide3/svmguide3.csv.xz", delimiter=",", skiprows=1)
+            X, y = A[:, 1:], pm(A[:, 0] > 0)
+            note = "the 1,243-row training file (the 41-row test file has one class)"
+        else:
+            rel = {"w8a": ("w8a/w8a.xz", 300),
+                   "german": ("german.numer/german.numer.libsvm.xz", 24),
+                   "splice": ("splice/splice.libsvm.xz", 60),
+                   "fourclass": ("fourclass/fourclass_scale.xz", 2),
+                   "breast-cancer": ("breast-cancer/breast-cancer_scale.xz", 10)}[name]
+            X, lab = _read_svmlight(*rel)
+            y, note = pm(lab > 0), "positive = +1"
+        Xtr, Xte, ytr, yte = _split(X, y)
+        note = f"{note}; {split}"
+    perm = np.random.default_rng(SEED).permutation(len(ytr))
+    Xtr, ytr = Xtr[perm], ytr[perm]
+    note += "; training rows shuffled once (seed 0)"
+    out = (np.ascontiguousarray(Xtr, dtype=np.float64), np.asarray(ytr, dtype=np.int8),
+           np.ascontiguousarray(Xte, dtype=np.float64), np.asarray(yte, dtype=np.int8), note)
+    os.makedirs(cache_dir, exist_ok=True)
+    np.savez(cache + ".tmp.npz", Xtr=out[0], ytr=out[1], Xte=out[2], yte=out[3], note=note)
+    os.replace(cache + ".tmp.npz", cache)
+    return out
 
 
 def machine_info() -> dict:
@@ -49,6 +152,26 @@ def gemm_rate(dtype=np.float32, n: int = 20000, k: int = 1600, m: int = 1600, re
     return 2.0 * n * k * m / best
 
 
+def kernel_tile_rate(d: int, threads: int = 1, rows: int = 256, cols: int = 1024,
+                     repeat: int = 5) -> float:
+    """FLOP/s of the float32 GEMM of one kernel tile (rows x (d + 2) by (d + 2) x cols) on
+    ``threads`` BLAS threads, the shape the kernel-basis passes run (best of ``repeat``)."""
+    from daskauc import _config
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((rows, d + 2), dtype=np.float32)
+    B = rng.standard_normal((d + 2, cols), dtype=np.float32)
+    G = np.empty((rows, cols), np.float32)
+    best = np.inf
+    with _config.blas_limit(threads):
+        for _ in range(repeat):
+            t = time.perf_counter()
+            for _ in range(16):
+                np.matmul(A, B, out=G)
+            best = min(best, time.perf_counter() - t)
+    return 16 * 2.0 * rows * (d + 2) * cols / best
+
+
 def read_bandwidth(n_bytes: int = 2 * 2**30, repeat: int = 3) -> float:
     """Measured memory read bandwidth (bytes/s) of a two-threaded dot over a large array."""
     x = np.ones(n_bytes // 4, dtype=np.float32)
@@ -60,8 +183,56 @@ def read_bandwidth(n_bytes: int = 2 * 2**30, repeat: int = 3) -> float:
     return n_bytes / best
 
 
-def write_results(name: str, rows: list[dict] | dict, markdown: str) -> None:
+class MemorySampler:
+    """Peak resident memory of this process and of its children (Dask workers), sampled
+    every ``interval`` seconds in a background thread.
+
+    ``peak_client`` and ``peak_workers`` (the largest single worker) are in bytes;
+    ``peak_total`` is the largest sum over all of them at one sampling instant.
+    """
+
+    def __init__(self, interval: float = 0.2):
+        self.interval = interval
+        self.peak_client = self.peak_workers = self.peak_total = 0
+        self._stop = threading.Event()
+
+    def _sample(self):
+        import psutil
+
+        me = psutil.Process()
+        while not self._stop.is_set():
+            try:
+                client = me.memory_info().rss
+                workers = [c.memory_info().rss for c in me.children(recursive=True)]
+            except psutil.Error:
+                workers = []
+            self.peak_client = max(self.peak_client, client)
+            self.peak_workers = max([self.peak_workers, *workers])
+            self.peak_total = max(self.peak_total, client + sum(workers))
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def as_dict(self) -> dict:
+        gib = 2.0**30
+        return {"peak_client_gib": self.peak_client / gib,
+                "peak_worker_gib": self.peak_workers / gib,
+                "peak_total_gib": self.peak_total / gib}
+
+
+def write_results(name: str, rows: list[dict] | dict, markdown: str, figure=None) -> None:
+    """``docs/benchmarks/<name>.json`` (results + machine), ``.md`` and, given a matplotlib
+    figure, ``.png``."""
     os.makedirs(BENCH_DIR, exist_ok=True)
+    if figure is not None:
+        figure.savefig(os.path.join(BENCH_DIR, f"{name}.png"), dpi=120, bbox_inches="tight")
     with open(os.path.join(BENCH_DIR, f"{name}.json"), "w") as f:
         json.dump({"machine": machine_info(), "results": rows}, f, indent=2, default=float)
     with open(os.path.join(BENCH_DIR, f"{name}.md"), "w") as f:

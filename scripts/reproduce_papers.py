@@ -26,11 +26,8 @@ of 5 seeds for the final fit.
 from __future__ import annotations
 
 import argparse
-import bz2
-import io
 import json
 import logging
-import lzma
 import os
 import sys
 import tempfile
@@ -42,7 +39,13 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import least_squares_tables as lst  # noqa: E402
-from _common import ROOT, SHARED_DATA, machine_info  # noqa: E402
+from _common import (  # noqa: E402
+    ROOT,
+    _read_svmlight,
+    _split,
+    load_dataset,
+    machine_info,
+)
 
 CACHE_DIR = os.path.join(ROOT, "docs", "benchmarks", "reproduce")
 REPORT = os.path.join(ROOT, "docs", "reproduction.md")
@@ -132,70 +135,13 @@ ROWS = {
 
 
 # ============================================================================ data
-def _read_svmlight(rel: str, n_features: int | None = None):
-    from sklearn.datasets import load_svmlight_file
-
-    path = os.path.join(SHARED_DATA, rel)
-    opener = lzma.open if path.endswith(".xz") else bz2.open
-    with opener(path, "rb") as fh:
-        X, y = load_svmlight_file(io.BytesIO(fh.read()), n_features=n_features)
-    return np.asarray(X.toarray(), dtype=np.float64), np.asarray(y)
-
-
-def _split(X, y):
-    from daskauc.data import train_test_split
-
-    return train_test_split(X, y, test_size=0.2, stratify=True, random_state=SEED)
-
-
 def load_raw(name: str, workdir: str):
     """(X_train, y_train, X_test, y_test, note): raw features, labels in {-1, +1} (int8).
 
-    Cached as ``<workdir>/<name>-raw.npz`` (covtype's text parse takes ~20 s).
+    The harness's :func:`_common.load_dataset` (stratified 80/20 split with seed 0 where the
+    data has no split, training rows shuffled once), cached in ``workdir``.
     """
-    cache = os.path.join(workdir, f"{name}-raw-shuffled.npz")
-    if os.path.exists(cache):
-        with np.load(cache, allow_pickle=False) as f:
-            return f["Xtr"], f["ytr"], f["Xte"], f["yte"], str(f["note"])
-    if name == "ijcnn1":
-        Xtr, ytr = _read_svmlight("ijcnn1/ijcnn1.trn.bz2", 22)
-        Xte, yte = _read_svmlight("ijcnn1/ijcnn1.tst.bz2", 22)
-        ytr, yte = np.where(ytr > 0, 1, -1), np.where(yte > 0, 1, -1)
-        note = "official split (49,990 / 91,701)"
-    else:
-        if name == "spambase":
-            with lzma.open(os.path.join(SHARED_DATA, "spambase", "spam.data.xz"), "rt") as fh:
-                A = np.loadtxt(fh)
-            X, y = A[:, :-1], np.where(A[:, -1] > 0, 1, -1)
-            note = "stratified 80/20 split, seed 0; positive = spam"
-        elif name == "usps":
-            X, lab = _read_svmlight("usps/usps.t.bz2", 256)
-            # Khalid et al.: two groups of five classes each, imbalance ratio 1.40 on the
-            # 7,291-row training file. Digits 0-4 (labels 1-5) vs 5-9 (labels 6-10) gives
-            # 4,240 / 3,051 = 1.39 there; the minority group (digits 5-9) is positive.
-            y = np.where(lab >= 6, 1, -1)
-            note = ("LIBSVM usps.t only (2,007 rows; the paper trains on the 7,291-row file): "
-                    "digits 5-9 (positive) vs 0-4, stratified 80/20 split, seed 0")
-        elif name == "covtype":
-            X, lab = _read_svmlight("covtype/covtype.libsvm.binary.xz", 54)
-            y = np.where(lab == 2, 1, -1)
-            note = ("LIBSVM covtype.binary (type 2 vs rest, ratio 1.05; the paper's grouping "
-                    "has ratio 10.65), stratified 80/20 split, seed 0")
-        else:
-            raise ValueError(f"no Khalid-protocol loader for {name!r}")
-        Xtr, Xte, ytr, yte = _split(X, y)
-    # Shuffle the training rows once: the files are ordered (spambase by class, ijcnn1 in
-    # time), and the stochastic solvers draw pairs / visit rows chunk by chunk. On ijcnn1's
-    # file order NSAUC loses 0.3 AUC points (0.9936 against 0.9962-0.9964 shuffled).
-    perm = np.random.default_rng(SEED).permutation(len(ytr))
-    Xtr, ytr = Xtr[perm], ytr[perm]
-    note += "; training rows shuffled once (seed 0)"
-    out = (np.ascontiguousarray(Xtr, dtype=np.float64), ytr.astype(np.int8),
-           np.ascontiguousarray(Xte, dtype=np.float64), yte.astype(np.int8), note)
-    os.makedirs(workdir, exist_ok=True)
-    np.savez(cache + ".tmp.npz", Xtr=out[0], ytr=out[1], Xte=out[2], yte=out[3], note=note)
-    os.replace(cache + ".tmp.npz", cache)
-    return out
+    return load_dataset(name, cache_dir=workdir)
 
 
 def standardized(name: str, workdir: str):
