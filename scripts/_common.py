@@ -183,6 +183,18 @@ def read_bandwidth(n_bytes: int = 2 * 2**30, repeat: int = 3) -> float:
     return n_bytes / best
 
 
+def to_cluster(client, X: np.ndarray, rows: int):
+    """A dask array of ``X`` whose row blocks were scattered to the workers (nothing large
+    travels inside a graph)."""
+    import dask.array as da
+
+    blocks = [X[s : s + rows] for s in range(0, X.shape[0], rows)]
+    futures = client.scatter(blocks)
+    parts = [da.from_delayed(f, shape=b.shape, dtype=b.dtype)
+             for f, b in zip(futures, blocks, strict=True)]
+    return da.concatenate(parts, axis=0)
+
+
 class MemorySampler:
     """Peak resident memory of this process and of its children (Dask workers), sampled
     every ``interval`` seconds in a background thread.

@@ -1,0 +1,379 @@
+"""Model capacity on covtype.binary: kernel-basis NBAUC with m = 4,096 .. 32,768 centres.
+
+The full training part (464,810 rows x 54, stratified 80 / 20 split, seed 0), standardized;
+gamma and lam chosen by ``KernelAUC(gamma="auto", lam="auto")`` (validation AUC on a 20,000-row
+stratified subsample), then the kernel-basis squared hinge (NBAUC's loss) at each m with
+uniform centres, on a LocalCluster of 2 single-threaded worker processes. Beside it in the same
+run: xgboost (200 rounds depth 8, 1,000 rounds depth 10) and the 1,600-landmark NBAUC preset.
+
+For each m: test AUC, seconds per stage (centres, K_mm and its factorizations, the Newton /
+CG iterations, scoring), passes over the rows and seconds per pass against the flop floor
+``2 n m (d + 2)`` at the GEMM rate measured in this run, peak memory of the client and the
+workers against the n x m x 4 bytes that are never allocated.
+
+    python scripts/covtype_capacity.py                  # everything (restartable)
+    python scripts/covtype_capacity.py --m 4096,8192    # some m only
+    python scripts/covtype_capacity.py --steps select,kernel --force
+    python scripts/covtype_capacity.py --report         # rewrite the tables from the cache
+
+Rows are cached in bench-data/covtype_capacity/ (one JSON per step); --force recomputes.
+Writes docs/benchmarks/covtype_capacity.{json,md,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import (  # noqa: E402
+    CACHE_DIR,
+    MemorySampler,
+    gemm_rate,
+    kernel_tile_rate,
+    load_dataset,
+    machine_info,
+    md_table,
+    to_cluster,
+    write_results,
+)
+
+OUT = os.path.join(CACHE_DIR, "covtype_capacity")
+MS = (4096, 8192, 16384, 32768)
+STEPS = ("select", "kernel", "floor", "cg", "xgboost", "nbauc1600")
+SEED = 0
+GIB = 2.0**30
+
+
+def _cached(key: str, force: bool, fn):
+    path = os.path.join(OUT, f"{key}.json")
+    if os.path.exists(path) and not force:
+        with open(path) as fh:
+            return json.load(fh)
+    row = fn()
+    os.makedirs(OUT, exist_ok=True)
+    with open(path + ".tmp", "w") as fh:
+        json.dump(row, fh, indent=1, default=float)
+    os.replace(path + ".tmp", path)
+    return row
+
+
+def _load(key: str):
+    path = os.path.join(OUT, f"{key}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return json.load(fh)
+
+
+# --------------------------------------------------------------------------------- steps
+
+
+def step_select(Xd, ytr, Xte, yte):
+    """gamma and lam by KernelAUC's automatic choice (its fit at m = 4096 is kept too)."""
+    from daskauc import KernelAUC
+
+    t0 = time.perf_counter()
+    est = KernelAUC(n_centres=4096, random_state=SEED).fit(Xd, ytr)
+    sel = est.selection_
+    return {"gamma": est.gamma_, "lam": est.lam_, "gamma_multiplier": sel["gamma_multiplier"],
+            "lam_subsample": sel["lam_subsample"], "selection_seconds": sel["seconds"],
+            "fit_seconds": time.perf_counter() - t0, "test_auc_m4096": est.score(Xte, yte),
+            "table": sel["table"], "rule": sel["rule"]}
+
+
+def step_kernel(Xd, ytr, Xte, yte, m, gamma, lam, rates):
+    from daskauc import KernelAUC
+
+    n, d = Xd.shape
+    with MemorySampler() as mem:
+        t0 = time.perf_counter()
+        est = KernelAUC(n_centres=m, gamma=gamma, lam=lam, solver="kernel",
+                        random_state=SEED).fit(Xd, ytr)
+        fit_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        auc = est.score(Xte, yte)
+        score_s = time.perf_counter() - t1
+    pc = est.preconditioner_seconds_
+    build = pc.get("kernel", 0.0) + pc.get("cholesky_T", 0.0)  # K_mm and T, once
+    refactor = pc.get("lauum", 0.0) + pc.get("cholesky_A", 0.0)  # A, at every refactorization
+    solve_iter_s = est.timings_["solve"] - build  # the Newton / CG iterations
+    cg = [h.get("cg_iter", 0) for h in est.history_[1:]]
+    floor = 2.0 * n * m * (d + 2) / rates["tile_2threads"]
+    per_pass = (solve_iter_s - refactor) / max(est.passes_, 1)
+    return {"m": m, "test_auc": auc, "fit_seconds": fit_s, "score_seconds": score_s,
+            "timings": est.timings_, "preconditioner": pc, "newton_steps": est.n_iter_,
+            "converged": est.converged_, "cg_per_newton": cg, "cg_total": int(sum(cg)),
+            "passes": est.passes_, "iteration_seconds": solve_iter_s,
+            "seconds_per_pass": per_pass, "pass_floor_seconds": floor,
+            "pass_floor_ratio": per_pass / floor, "jitter": est.jitter_,
+            "n_x_m_x_4_gib": n * m * 4 / GIB, "memory": mem.as_dict(),
+            "history": est.history_}
+
+
+def step_floor(Xd, m, gamma, rates):
+    """One pass alone: ``K alpha`` over every training row at m centres, timed on the cluster,
+    against ``2 n m (d + 2)`` flops at the measured GEMM rates."""
+    import dask
+
+    from daskauc.solvers.kernel_basis import kernel_row_chunks, kernel_scores
+
+    n, d = Xd.shape
+    rng = np.random.default_rng(SEED)
+    C = np.asarray(Xd[np.sort(rng.choice(n, m, replace=False))].compute(), dtype=np.float64)
+    alpha = rng.standard_normal(m)
+    X = Xd.rechunk({0: kernel_row_chunks(n, m, d, 2)}).persist()
+    dask.compute(X.sum())
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        kernel_scores(X, C, gamma, alpha).compute()
+        times.append(time.perf_counter() - t0)
+    best = min(times)
+    flops = 2.0 * n * m * (d + 2)
+    return {"m": m, "seconds": best, "all_seconds": times, "flops": flops,
+            "floor_tile_seconds": flops / rates["tile_2threads"],
+            "floor_gemm_seconds": flops / rates["gemm32_2threads"],
+            "ratio_tile": best * rates["tile_2threads"] / flops,
+            "ratio_gemm": best * rates["gemm32_2threads"] / flops}
+
+
+def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000):
+    """CG steps per Newton step on a stratified subsample: pairs / mean preconditioner / none
+    (capped at 100 steps), three Newton steps from zero."""
+    from daskauc.solvers.kernel_newton import kernel_pairwise_newton
+
+    rng = np.random.default_rng(SEED)
+    idx = np.sort(rng.choice(len(ytr), rows, replace=False))
+    X, y = Xtr[idx], ytr[idx]
+    cidx = np.sort(rng.choice(rows, m, replace=False))
+    out = {"m": m, "rows": rows}
+    for name, kw in (("pairs", {"weighting": "pairs"}), ("mean", {"weighting": "mean"}),
+                     ("none", {"precondition": False})):
+        t0 = time.perf_counter()
+        res = kernel_pairwise_newton(X, y, X[cidx], gamma=gamma, lam=lam * (len(ytr) / rows)
+                                     ** 0.5, max_iter=3, max_cg=100, centre_labels=y[cidx],
+                                     **kw)
+        out[name] = {"cg_per_newton": [h.get("cg_iter", 0) for h in res.history[1:]],
+                     "cg_residual": [h.get("cg_rel_residual") for h in res.history[1:]],
+                     "seconds": time.perf_counter() - t0}
+    return out
+
+
+def step_xgboost(Xtr, ytr, Xte, yte, rounds, depth):
+    import xgboost as xgb
+
+    from daskauc.metrics import roc_auc
+
+    t0 = time.perf_counter()
+    clf = xgb.XGBClassifier(n_estimators=rounds, max_depth=depth, learning_rate=0.1,
+                            tree_method="hist", n_jobs=2, random_state=SEED)
+    clf.fit(Xtr, (ytr > 0).astype(int))
+    fit_s = time.perf_counter() - t0
+    auc = float(roc_auc(yte, clf.predict_proba(Xte)[:, 1]))
+    return {"method": f"xgboost {rounds} rounds depth {depth}", "test_auc": auc,
+            "fit_seconds": fit_s}
+
+
+def step_nbauc1600(Xd, ytr, Xte, yte):
+    """The NBAUC preset as in the reproduction: 1,600 k-means landmarks, gamma = 1/b,
+    C = 2^-10 (chosen there by 3-fold CV on the 80,000-row subsample)."""
+    from daskauc import NBAUC
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = NBAUC(C=2.0**-10, random_state=SEED).fit(Xd, ytr)
+    return {"method": "NBAUC, 1,600 k-means landmarks (materialized)",
+            "test_auc": est.score(Xte, yte), "fit_seconds": time.perf_counter() - t0,
+            "timings": est.timings_}
+
+
+# -------------------------------------------------------------------------------- report
+
+
+def _power_law(rows):
+    """Fit 1 - AUC = a m^-b on the kernel rows; returns (a, b)."""
+    ms = np.array([r["m"] for r in rows], float)
+    err = np.array([1.0 - r["test_auc"] for r in rows])
+    b, log_a = np.polyfit(np.log(ms), np.log(err), 1)
+    return float(np.exp(log_a)), float(-b)
+
+
+def report(ms):
+    sel = _load("select")
+    kern = [r for r in (_load(f"kernel-m{m}") for m in ms) if r]
+    floors = [r for r in (_load(f"floor-m{m}") for m in (16384,)) if r]
+    cgs = [r for r in (_load(f"cg-m{m}") for m in (4096, 8192)) if r]
+    base = [r for r in (_load(k) for k in ("xgboost-200-8", "xgboost-1000-10", "nbauc1600"))
+            if r]
+    rates = _load("rates") or {}
+    md = ["# covtype.binary: kernel-basis NBAUC with many centres",
+          "",
+          "Command: `python scripts/covtype_capacity.py` (restartable; `--m`, `--steps`, "
+          "`--force`, `--report`). Full training part (464,810 rows x 54, stratified 80/20 "
+          "split, seed 0), standardized; test part 116,202 rows. LocalCluster: 2 worker "
+          "processes x 1 thread (the client holds the m x m preconditioner). "
+          f"Machine: {rates.get('machine', '')}.", ""]
+    if sel:
+        md += [f"gamma and lam: `KernelAUC(gamma=\"auto\", lam=\"auto\")` chose gamma = "
+               f"{sel['gamma_multiplier']:g}/b ({sel['gamma']:.4g}) and lam = {sel['lam']:.3g} "
+               f"(lam = {sel['lam_subsample']:.3g} on the subsample's folds) in "
+               f"{sel['selection_seconds']:.0f} s ({sel['rule']}).", ""]
+    if kern:
+        rows = []
+        for r in kern:
+            pc = r["preconditioner"]
+            rows.append({
+                "m": r["m"], "test AUC": round(r["test_auc"], 4),
+                "fit s": round(r["fit_seconds"], 1),
+                "centres s": round(r["timings"]["centres"], 1),
+                "K_mm s": round(pc.get("kernel", 0), 1),
+                "chol(T) s": round(pc.get("cholesky_T", 0), 1),
+                "lauum/T W T' s": round(pc.get("lauum", 0), 1),
+                "chol(A) s": round(pc.get("cholesky_A", 0), 1),
+                "Newton": r["newton_steps"], "CG": r["cg_total"], "passes": r["passes"],
+                "s/pass": round(r["seconds_per_pass"], 2),
+                "floor s/pass": round(r["pass_floor_seconds"], 2),
+                "ratio": round(r["pass_floor_ratio"], 2),
+                "score s": round(r["score_seconds"], 1),
+                "peak client GiB": round(r["memory"]["peak_client_gib"], 2),
+                "peak worker GiB": round(r["memory"]["peak_worker_gib"], 2),
+                "n x m x 4 GiB": round(r["n_x_m_x_4_gib"], 1),
+            })
+        md += ["## Kernel basis (uniform centres, pairs preconditioner)", "", md_table(rows), ""]
+        md += ["`s/pass` is the time of the Newton and CG iterations, less the refactorizations "
+               "of A, over the passes they made (the client's triangular solves and the sorts "
+               "included); `floor` is 2 n m (d + 2) flops at "
+               "the kernel-tile GEMM rate measured in this run on 2 threads; `lauum/T W T'` "
+               "includes every refactorization of A. CG steps per Newton step: "
+               + "; ".join(f"m = {r['m']}: {r['cg_per_newton']}" for r in kern) + ".", ""]
+        if len(kern) >= 3:
+            a, b = _power_law(kern)
+            md += [f"Power law fitted to these rows: 1 - AUC = {a:.3g} m^-{b:.3f}; it predicts "
+                   f"{1 - a * 65536.0**-b:.4f} at m = 65,536 and {1 - a * 131072.0**-b:.4f} "
+                   f"at m = 131,072.", ""]
+    if floors:
+        f = floors[0]
+        md += ["## One pass at m = 16,384", "",
+               f"`K alpha` over all 464,810 rows (one compute, best of 3): {f['seconds']:.2f} s; "
+               f"2 n m (d + 2) = {f['flops']:.3g} flops take {f['floor_tile_seconds']:.2f} s at "
+               f"the kernel-tile GEMM rate ({rates.get('tile_2threads', 0) / 1e9:.0f} GFLOP/s "
+               f"on 2 threads) and {f['floor_gemm_seconds']:.2f} s at the large-GEMM rate "
+               f"({rates.get('gemm32_2threads', 0) / 1e9:.0f} GFLOP/s): ratios "
+               f"**{f['ratio_tile']:.2f}** and {f['ratio_gemm']:.2f}.", ""]
+    if cgs:
+        rows = []
+        for c in cgs:
+            for name in ("pairs", "mean", "none"):
+                rows.append({"m": c["m"], "preconditioner": name,
+                             "CG per Newton step": c[name]["cg_per_newton"],
+                             "seconds": round(c[name]["seconds"], 1)})
+        md += ["## CG steps with and without the preconditioner", "",
+               f"{cgs[0]['rows']:,}-row stratified subsample, three Newton steps from zero, "
+               "cg_tol = 0.1, at most 100 CG steps per Newton step.", "", md_table(rows), ""]
+    if base:
+        md += ["## What a user would pick instead (same run)", "",
+               md_table([{"method": r["method"], "test AUC": round(r["test_auc"], 4),
+                          "fit s": round(r["fit_seconds"], 1)} for r in base]), ""]
+    fig = None
+    if kern:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+        ms_ = [r["m"] for r in kern]
+        ax1.plot(ms_, [r["test_auc"] for r in kern], "o-", label="kernel basis (NBAUC loss)")
+        for r in base:
+            ax1.axhline(r["test_auc"], ls="--", lw=1, label=r["method"], color=None)
+        ax1.set_xscale("log", base=2)
+        ax1.set_xlabel("centres m")
+        ax1.set_ylabel("test AUC")
+        ax1.legend(fontsize=7)
+        ax2.plot(ms_, [r["fit_seconds"] for r in kern], "o-", label="fit")
+        ax2.plot(ms_, [r["iteration_seconds"] for r in kern], "s-", label="Newton/CG iterations")
+        ax2.plot(ms_, [sum(r["preconditioner"].get(k, 0) for k in
+                           ("kernel", "cholesky_T", "lauum", "cholesky_A")) for r in kern],
+                 "^-", label="preconditioner")
+        ax2.set_xscale("log", base=2)
+        ax2.set_yscale("log")
+        ax2.set_xlabel("centres m")
+        ax2.set_ylabel("seconds")
+        ax2.legend(fontsize=7)
+        fig.suptitle("covtype.binary, 464,810 training rows, 2 cores")
+    write_results("covtype_capacity", {"select": sel, "kernel": kern, "floor": floors,
+                                       "cg": cgs, "baselines": base, "rates": rates},
+                  "\n".join(md), figure=fig)
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--m", default=",".join(map(str, MS)))
+    ap.add_argument("--steps", default=",".join(STEPS))
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--report", action="store_true", help="only rewrite the report")
+    ap.add_argument("--memory-limit", default="6GiB", help="per worker")
+    args = ap.parse_args(argv)
+    ms = [int(v) for v in args.m.split(",")]
+    steps = set(args.steps.split(","))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("distributed", "bokeh", "tornado"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.report:
+        report(MS)
+        return
+    from distributed import Client, LocalCluster
+
+    Xtr, ytr, Xte, yte, note = load_dataset("covtype")
+    Xtr, Xte = Xtr.astype(np.float32), Xte.astype(np.float32)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      memory_limit=args.memory_limit, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        logging.info("dashboard %s", client.dashboard_link)
+        Xd = to_cluster(client, Xtr, 50_000).persist()
+        rates = _cached("rates", args.force, lambda: {
+            "tile_1thread": kernel_tile_rate(54, 1), "tile_2threads": kernel_tile_rate(54, 2),
+            "gemm32_2threads": gemm_rate(np.float32), "gemm64_2threads": gemm_rate(np.float64),
+            "machine": (lambda mi: f"{mi['processor']}, {mi['cpus']} cores, "
+                        f"{mi['memory_gib']} GiB, load {mi['load_average'][0]:.2f}")(
+                            machine_info())})
+        sel = None
+        if "select" in steps or "kernel" in steps or "cg" in steps:
+            sel = _cached("select", args.force and "select" in steps,
+                          lambda: step_select(Xd, ytr, Xte, yte))
+            logging.info("chosen gamma %.4g (%g/b), lam %.3g", sel["gamma"],
+                         sel["gamma_multiplier"], sel["lam"])
+        if "kernel" in steps:
+            for m in ms:
+                _cached(f"kernel-m{m}", args.force, lambda m=m: step_kernel(
+                    Xd, ytr, Xte, yte, m, sel["gamma"], sel["lam"], rates))
+        if "floor" in steps:
+            _cached("floor-m16384", args.force,
+                    lambda: step_floor(Xd, 16384, (sel or _load("select"))["gamma"], rates))
+        if "cg" in steps:
+            for m in (4096, 8192):
+                _cached(f"cg-m{m}", args.force,
+                        lambda m=m: step_cg(Xtr, ytr, m, sel["gamma"], sel["lam"]))
+        if "nbauc1600" in steps:
+            _cached("nbauc1600", args.force, lambda: step_nbauc1600(Xd, ytr, Xte, yte))
+    if "xgboost" in steps:
+        for rounds, depth in ((200, 8), (1000, 10)):
+            _cached(f"xgboost-{rounds}-{depth}", args.force,
+                    lambda r=rounds, dd=depth: step_xgboost(Xtr, ytr, Xte, yte, r, dd))
+    report(MS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""KernelAUC with default arguments on every dataset of ../shared/data.
+
+For each dataset (the harness's protocol: shipped splits, else stratified 80/20 with seed 0):
+
+* ``KernelAUC()``: every default, gamma and lam chosen by validation AUC;
+* ``KernelAUC(gamma="rule")``: the same with Khalid et al.'s bandwidth rule gamma = 1/b (lam
+  still chosen), to check that the automatic width is at least as good as the rule;
+* NBAUC's cross-validated test AUC from docs/reproduction.md where the reproduction has it
+  (1,600 k-means landmarks, gamma = 1/b, C by 3-fold CV).
+
+    python scripts/kernel_defaults.py [--datasets spambase,ijcnn1] [--force] [--report]
+
+Rows are cached in bench-data/kernel_defaults/; writes docs/benchmarks/kernel_defaults.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import (  # noqa: E402
+    CACHE_DIR,
+    DATASETS,
+    load_dataset,
+    machine_info,
+    md_table,
+    write_results,  # noqa: E402
+)
+
+OUT = os.path.join(CACHE_DIR, "kernel_defaults")
+SEED = 0
+#: NBAUC test AUC with C by 3-fold CV, from docs/reproduction.md (Khalid protocol)
+NBAUC_CV = {"ijcnn1": 0.9969, "spambase": 0.9851, "usps": 0.9842, "covtype": 0.9193}
+
+
+def run(name: str, variant: str) -> dict:
+    from daskauc import KernelAUC
+
+    Xtr, ytr, Xte, yte, note = load_dataset(name)
+    params = {"random_state": SEED}
+    if variant == "rule":
+        params["gamma"] = "rule"
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # n_centres capped at n on small sets
+        est = KernelAUC(**params).fit(Xtr, ytr)
+    fit_s = time.perf_counter() - t0
+    sel = est.selection_
+    return {"dataset": name, "variant": variant, "test_auc": est.score(Xte, yte),
+            "fit_seconds": fit_s, "selection_seconds": sel.get("seconds"),
+            "gamma_multiplier": sel.get("gamma_multiplier"), "lam": est.lam_,
+            "m": int(est.centres_.shape[0]), "route": est.route_, "n_train": len(ytr),
+            "note": note}
+
+
+def cached(name, variant, force):
+    path = os.path.join(OUT, f"{name}-{variant}.json")
+    if os.path.exists(path) and not force:
+        with open(path) as fh:
+            return json.load(fh)
+    row = run(name, variant)
+    os.makedirs(OUT, exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(row, fh, indent=1)
+    return row
+
+
+def report():
+    rows = []
+    for name in DATASETS:
+        d = {v: None for v in ("default", "rule")}
+        for v in d:
+            path = os.path.join(OUT, f"{name}-{v}.json")
+            if os.path.exists(path):
+                with open(path) as fh:
+                    d[v] = json.load(fh)
+        if d["default"] is None:
+            continue
+        r, a = d["rule"], d["default"]
+        rows.append({
+            "dataset": name, "n train": a["n_train"], "m": a["m"], "route": a["route"],
+            "defaults AUC": round(a["test_auc"], 4),
+            "chosen gamma": f"{a['gamma_multiplier']:g}/b", "chosen lam": f"{a['lam']:.2g}",
+            "rule AUC (gamma=1/b)": round(r["test_auc"], 4) if r else "",
+            "defaults - rule": round(a["test_auc"] - r["test_auc"], 4) if r else "",
+            "NBAUC CV'd": NBAUC_CV.get(name, ""),
+            "fit s": round(a["fit_seconds"], 1),
+        })
+    mi = machine_info()
+    md = ["# KernelAUC with default arguments on every shared dataset", "",
+          "Command: `python scripts/kernel_defaults.py` (cached per dataset; `--force`). "
+          "`defaults`: `KernelAUC()` (4,096 uniform centres or every row, gamma and lam chosen "
+          "by 3-fold validation AUC on a 20,000-row stratified subsample); `rule`: the same "
+          "with gamma = 1/b. NBAUC CV'd: 1,600 k-means landmarks, gamma = 1/b, C by 3-fold CV "
+          f"(docs/reproduction.md). Machine: {mi['processor']}, {mi['cpus']} cores.", "",
+          md_table(rows)]
+    write_results("kernel_defaults", rows, "\n".join(md))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--variants", default="default,rule")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--report", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    if not args.report:
+        for name in args.datasets.split(","):
+            for variant in args.variants.split(","):
+                row = cached(name, variant, args.force)
+                print(f"{name:14s} {variant:8s} AUC {row['test_auc']:.4f} "
+                      f"({row['fit_seconds']:.0f} s, gamma {row['gamma_multiplier']}/b, "
+                      f"lam {row['lam']:.2g}, {row['route']})", flush=True)
+    report()
+
+
+if __name__ == "__main__":
+    main()
