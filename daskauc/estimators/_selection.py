@@ -65,7 +65,7 @@ DROP = 0.002
 
 #: default size of the subsample and cap on its centres.
 SELECTION_ROWS = 20_000
-SELECTION_CENTRES = 4096
+SELECTION_CENTRES = 2048
 
 
 @dataclass(frozen=True)
@@ -111,9 +111,14 @@ def _features(pc, X, C, gamma) -> np.ndarray:
 
 def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
                label: str = "") -> list[dict]:
-    """Validation AUC along the lam path (largest first), warm-started; the path stops once
-    ``PATIENCE`` points in a row are ``DROP`` below its best (smaller lam only overfits
-    more), leaving the rest of the grid out."""
+    """Validation AUC along the lam path (largest first), warm-started.
+
+    The path stops once ``PATIENCE`` points in a row are ``DROP`` below its best (smaller lam
+    only overfits more), leaving the rest of the grid out; and when a solve needs no Newton
+    step (the warm start already meets ``tol``, which is relative to ``||grad F(0)||`` and so
+    loosens as lam shrinks), every smaller lam gives that same model: its AUC is carried to
+    the rest of the grid without solving (ties go to the larger lam, so those points never
+    win)."""
     out = []
     behind = 0
     n_pairs = float(np.sum(y_tr > 0)) * float(np.sum(y_tr < 0))
@@ -133,6 +138,10 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
                     "seconds": time.perf_counter() - t0})
         behind = behind + 1 if auc < max(r["auc"] for r in out) - DROP else 0
         if behind >= PATIENCE:
+            break
+        if n_iter == 0 and loss != "least_squares" and len(out) > 1:
+            out += [{"lam": float(v), "auc": auc, "n_iter": 0, "seconds": 0.0}
+                    for v in lams[len(out):]]
             break
     best = max(out, key=lambda r: r["auc"])
     logger.info("selection %s: best validation AUC %.5f at lam=%.3g (%d of %d lam)", label,

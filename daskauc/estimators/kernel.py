@@ -90,7 +90,7 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
         centres' labels are known (uniform centres) and "mean" otherwise.
     selection_rows : int, default=20000
         Rows of the stratified subsample of the automatic choice.
-    selection_centres : int, default=4096
+    selection_centres : int, default=2048
         Cap on the centres used in the automatic choice.
     cv : int, default=3
         Folds of the automatic choice.
@@ -103,6 +103,12 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
         Keep the (scaled) rows or the embedding in (cluster) memory during the fit.
     dtype : {"float32", "float64"}, default="float32"
         Working dtype of the kernel tiles or the embedding (sums are float64 either way).
+    warm_start : bool, default=False
+        Start the kernel route from the previous fit's function: its coefficients carried
+        over exactly when its centres are rows among the new ones with the same gamma (uniform
+        centres with the same random_state are nested: the first m of one permutation), else
+        interpolated at the new centres. Growing ``n_centres`` along a path then costs a few
+        Newton steps per size.
     random_state : None, int or Generator
 
     Attributes
@@ -111,6 +117,8 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
         The centres, in the scaled feature space.
     centre_labels_ : ndarray (m,) of {-1, +1}
         Labels of the centres (uniform centres only; empty otherwise).
+    centre_index_ : ndarray (m,) of int64
+        Training rows the centres are (uniform centres only; empty otherwise).
     dual_coef_ : ndarray (m,), float64
         ``alpha``.
     gamma_, lam_ : float
@@ -150,7 +158,7 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
                  centres="uniform", solver="auto", scaling="standard", tol=1e-3, max_iter=50,
                  cg_tol=0.1, max_cg=100, weighting="auto", selection_rows=SELECTION_ROWS,
                  selection_centres=SELECTION_CENTRES, cv=3, gamma_grid=None, lam_grid=None,
-                 persist="auto", dtype="float32", random_state=None):
+                 persist="auto", dtype="float32", warm_start=False, random_state=None):
         self.n_centres = n_centres
         self.loss = loss
         self.lam = lam
@@ -170,6 +178,7 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
         self.lam_grid = lam_grid
         self.persist = persist
         self.dtype = dtype
+        self.warm_start = warm_start
         self.random_state = random_state
 
     # ------------------------------------------------------------------------ checks
@@ -263,7 +272,7 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
         timings["selection"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        centres, labels = self._centres(Xs, y_np, m, _child(ss, 2))
+        centres, labels, index = self._centres(Xs, y_np, m, _child(ss, 2))
         timings["centres"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
@@ -274,8 +283,11 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
                 raise ValueError("X_val was given without y_val")
             Xv = self._scale(as_row_chunked(X_val, name="X_val", dtype=self.dtype))
             yv, _ = as_labels(y_val, name="y_val")
-        alpha, result = (self._fit_kernel if route == "kernel" else self._fit_embedding)(
-            Xs, y_np, centres, labels, gamma, lam, Xv, yv)
+        if route == "kernel":
+            alpha, result = self._fit_kernel(Xs, y_np, centres, labels, index, gamma, lam, Xv,
+                                             yv)
+        else:
+            alpha, result = self._fit_embedding(Xs, y_np, centres, gamma, lam, Xv, yv)
         timings["solve"] = time.perf_counter() - tic
         if not result.converged and self.loss == "squared_hinge":
             warnings.warn(f"KernelAUC did not reach tol={self.tol} in max_iter={self.max_iter} "
@@ -284,6 +296,8 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
         self.centres_ = np.ascontiguousarray(centres, dtype=np.float64)
         self.centre_labels_ = (np.asarray(labels, dtype=np.int8) if labels is not None
                                else np.empty(0, np.int8))
+        self.centre_index_ = (np.asarray(index, dtype=np.int64) if index is not None
+                              else np.empty(0, np.int64))
         self.dual_coef_ = np.asarray(alpha, dtype=np.float64)
         self.gamma_ = float(gamma)
         self.lam_ = float(lam)
@@ -318,11 +332,11 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
                 raise ValueError("centres contain NaN or infinity")
             if self.scaler_ is not None:
                 C = np.asarray(self.scaler_.transform(C), dtype=np.float64)
-            return C, None
+            return C, None, None
         from ..embed.centres import select_centres
 
         sel = select_centres(Xs, m, method=self.centres, y=y_np, random_state=ss)
-        return np.asarray(sel.centres, dtype=np.float64), sel.labels
+        return np.asarray(sel.centres, dtype=np.float64), sel.labels, sel.index
 
     def _route(self, n, d, m):
         from ..solvers.cost import route_costs
@@ -337,14 +351,18 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
             return self.solver, costs
         return ("embedding" if costs["embedding"] < costs["kernel"] else "kernel"), costs
 
-    def _fit_kernel(self, Xs, y, centres, labels, gamma, lam, Xv, yv):
+    def _fit_kernel(self, Xs, y, centres, labels, index, gamma, lam, Xv, yv):
+        from ..solvers.kernel_basis import build_preconditioner
+
+        pc = build_preconditioner(centres, gamma)
+        alpha0 = self._warm_alpha(centres, index, gamma, pc)
         if self.loss == "least_squares":
             from ..solvers.kernel_lsauc import kernel_lsauc
 
             return _result(kernel_lsauc(
                 Xs, y, centres, gamma=gamma, lam=lam, tol=float(self.tol) ** 2,
-                max_iter=max(int(self.max_iter), 1) * 4, persist=self.persist,
-                X_val=Xv, y_val=yv, check_input=False))
+                max_iter=max(int(self.max_iter), 1) * 4, persist=self.persist, alpha0=alpha0,
+                preconditioner=pc, X_val=Xv, y_val=yv, check_input=False))
         from ..solvers.kernel_newton import kernel_pairwise_newton
 
         weighting = self.weighting
@@ -352,10 +370,28 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
             weighting = "pairs" if labels is not None else "mean"
         return _result(kernel_pairwise_newton(
             Xs, y, centres, gamma=gamma, lam=lam, weighting=weighting, centre_labels=labels,
-            persist=self.persist, X_val=Xv, y_val=yv, check_input=False,
-            **self._newton_params()))
+            persist=self.persist, alpha0=alpha0, preconditioner=pc, X_val=Xv, y_val=yv,
+            check_input=False, **self._newton_params()))
 
-    def _fit_embedding(self, Xs, y, centres, labels, gamma, lam, Xv, yv):
+    def _warm_alpha(self, centres, index, gamma, pc):
+        """The previous fit's function in the new basis (``warm_start``), or None."""
+        if not self.warm_start or not hasattr(self, "dual_coef_"):
+            return None
+        old_index = getattr(self, "centre_index_", np.empty(0))
+        if index is not None and len(old_index) and gamma == self.gamma_:
+            pos = np.searchsorted(index, old_index)
+            pos = np.minimum(pos, len(index) - 1)
+            if np.array_equal(np.asarray(index)[pos], old_index):  # old centres among new
+                alpha = np.zeros(len(index))
+                alpha[pos] = self.dual_coef_
+                return alpha
+        from ..solvers.kernel_basis import gaussian_centres, kernel_block
+
+        old = gaussian_centres(self.centres_, self.gamma_)  # the previous model, as it was
+        f_old = kernel_block(centres, old) @ self.dual_coef_
+        return pc.regularizer_solve(f_old)  # interpolates the old function at the centres
+
+    def _fit_embedding(self, Xs, y, centres, gamma, lam, Xv, yv):
         from ..embed.nystroem import KMeansNystroem
         from .least_squares import LSAUC
         from .ranksvm import RankSVM
