@@ -1,11 +1,13 @@
 """Mini-batch k-means (Sculley 2010) streaming the row chunks of a dask array.
 
-Seeding is k-means++ on a uniform sample of rows drawn across all chunks (one compute). Each
-epoch is then one Dask graph built by :func:`daskauc.solvers.stream.epoch_graph`: a chain of
-tasks ``daskauc-kmeans-epoch-<token>`` carrying ``(centers, counts)`` through the chunks in a
-shuffled order. Inside a chunk the rows are visited in random mini-batches; per batch the
-nearest centres come from one BLAS product ``X_b C^T`` and a numba arg-min, then each centre
-moves by Sculley's per-centre learning rate in a numba kernel.
+Seeding is greedy k-means++ (up to 2,048 centres) or k-means|| (above) on a uniform sample of
+``max(3 k, 10 batch_size)`` rows drawn across all chunks in one compute
+(:mod:`daskauc.embed.seeding`). Each epoch is then one Dask graph built by
+:func:`daskauc.solvers.stream.epoch_graph`: a chain of tasks ``daskauc-kmeans-epoch-<token>``
+carrying ``(centers, counts)`` through the chunks in a shuffled order. Inside a chunk the rows
+are visited in random mini-batches; per batch the nearest centres come from BLAS products over
+bounded tiles and a numba running arg-min (:func:`daskauc.embed.assign.nearest_centres`), then
+each centre moves by Sculley's per-centre learning rate in a numba kernel.
 
 Design choices
 --------------
@@ -14,7 +16,7 @@ Design choices
   the data dtype only for the distance product (k x d values per batch, negligible next to the
   b x d x k product), so float32 data keeps float32 BLAS speed.
 * Empty clusters are left as they are: a centre no row is ever assigned to stays at its
-  k-means++ seed, which is a data row, so it is still a sensible landmark. (scikit-learn
+  seed, which is a data row, so it is still a sensible landmark. (scikit-learn
   instead re-seeds small clusters at random; that makes results depend on its
   ``reassignment_ratio`` and adds randomness that is hard to reproduce across chunkings.)
   The count of such centres is reported in the history (``n_empty``).
@@ -22,7 +24,6 @@ Design choices
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import dask
@@ -31,7 +32,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _config
 from .._validation import (
     _float_dtype,
     as_row_chunked,
@@ -42,7 +42,9 @@ from .._validation import (
     seed_sequence,
 )
 from ..solvers.stream import chunk_order, run_epoch
-from ._kernels import _kpp_potentials, _kpp_update, _nearest_center, _sculley_update
+from ._kernels import _sculley_update
+from .assign import default_threads, nearest_centres
+from .seeding import kmeans_parallel, kmeans_plusplus, resolve_init
 
 __all__ = ["MiniBatchKMeans", "minibatch_kmeans", "kmeans_plusplus"]
 
@@ -80,86 +82,22 @@ def check_fit_shape(shape, min_samples: int = 1, name: str = "X") -> None:
         raise ValueError(f"{name} has n_samples={n}; at least {min_samples} rows are required")
 
 
-#: below this many flops per product, BLAS runs on one thread: a two-thread OpenBLAS call on
-#: a small product costs milliseconds of thread hand-off when the cores are busy (measured
-#: here: a 256 x 22 x 200 product 0.15 ms on one thread, 14.5 ms on two under load).
-SMALL_GEMM_FLOPS = 5e7
-
-
-def _blas_for(flops: float):
-    return _config.blas_limit(1) if flops < SMALL_GEMM_FLOPS else contextlib.nullcontext()
-
-
 def _child(ss: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
     """A child seed addressed by ``key`` (deterministic, does not mutate ``ss``)."""
     return np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + tuple(key))
 
 
+#: threads assigning a batch inside an epoch task; None: the Dask worker's threads, or the
+#: process's cores under the threaded scheduler (an epoch is a chain: one task runs at a
+#: time). The result does not depend on it. Covtype, 32,768 centres, a 2,048-row batch:
+#: 125-145 ms on one thread, 81-85 ms on two (idle machine); no gain while another process
+#: keeps the second core busy.
+KMEANS_THREADS: int | None = None
+
+
 def default_init_size(n_clusters: int, batch_size: int, n_samples: int) -> int:
     """Rows of the k-means++ sample: ``max(3 k, 10 batch_size)`` capped by ``n_samples``."""
     return int(min(n_samples, max(3 * n_clusters, 10 * batch_size)))
-
-
-def kmeans_plusplus(
-    X: np.ndarray, n_clusters: int, *, random_state=None, n_local_trials: int | None = None
-) -> np.ndarray:
-    """Greedy k-means++ seeding of ``n_clusters`` centres among the rows of ``X`` (numpy).
-
-    Each new centre is the best (lowest resulting potential) of ``n_local_trials`` candidates
-    drawn with probability proportional to the squared distance to the nearest chosen centre
-    (``2 + ln k`` candidates by default, as in Arthur & Vassilvitskii's greedy variant and
-    scikit-learn). Distances use one BLAS product per step.
-
-    Parameters
-    ----------
-    X : ndarray of shape (m, d)
-        Rows to choose from (a sample of the training rows).
-    n_clusters : int
-        Number of centres, at most ``m``.
-    random_state : None, int, SeedSequence or Generator
-    n_local_trials : int, optional
-
-    Returns
-    -------
-    centers : ndarray of shape (n_clusters, d), float64
-        Rows of ``X``.
-
-    References
-    ----------
-    D. Arthur and S. Vassilvitskii, "k-means++: the advantages of careful seeding", SODA 2007.
-    """
-    S = np.ascontiguousarray(X, dtype=np.float64)
-    m, d = S.shape
-    check_param("n_clusters", n_clusters, int, low=1, high=m)
-    rng = np.random.default_rng(seed_sequence(random_state))
-    trials = n_local_trials if n_local_trials is not None else 2 + int(np.log(n_clusters))
-    ssq = np.einsum("ij,ij->i", S, S)
-    centers = np.empty((n_clusters, d))
-    first = int(rng.integers(m))
-    centers[0] = S[first]
-    closest = np.maximum(ssq + ssq[first] - 2.0 * (S @ S[first]), 0.0)
-    pot = float(closest.sum())
-    with _blas_for(2.0 * trials * d * m):
-        _kmeans_plusplus_steps(S, ssq, centers, closest, pot, rng, trials)
-    return centers
-
-
-def _kmeans_plusplus_steps(S, ssq, centers, closest, pot, rng, trials):
-    m = S.shape[0]
-    pots = np.empty(trials)
-    ST = np.ascontiguousarray(S.T)  # (d, m): 2.5x faster products than the S.T view
-    for c in range(1, centers.shape[0]):
-        if pot > 0.0:
-            cand = np.searchsorted(np.cumsum(closest), rng.random(trials) * pot)
-            np.minimum(cand, m - 1, out=cand)
-        else:  # every row coincides with a chosen centre: any row will do
-            cand = rng.integers(m, size=trials)
-        G = S[cand] @ ST
-        _kpp_potentials(G, ssq[cand], ssq, closest, pots)
-        best = int(np.argmin(pots))
-        centers[c] = S[cand[best]]
-        _kpp_update(G[best], float(ssq[cand[best]]), ssq, closest)
-        pot = float(closest.sum())
 
 
 def _kmeans_step(X_block, y_block, state, seed, extra, *, batch_size: int):
@@ -176,13 +114,14 @@ def _kmeans_step(X_block, y_block, state, seed, extra, *, batch_size: int):
     xsq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
     labels = np.empty(min(batch_size, m), np.int64)
     best = np.empty(min(batch_size, m), np.float64)
-    with _blas_for(2.0 * min(batch_size, m) * X.shape[1] * centers.shape[0]):
-        sse, rows = _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows,
-                                    batch_size)
+    threads = KMEANS_THREADS or default_threads()
+    sse, rows = _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows,
+                                batch_size, threads)
     return centers, counts, sse, rows
 
 
-def _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows, batch_size):
+def _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows, batch_size,
+                    threads):
     m = X.shape[0]
     for start in range(0, m, batch_size):
         idx = np.sort(perm[start : start + batch_size])  # sorted: cache-friendly gather
@@ -190,8 +129,7 @@ def _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows, batc
         Xb = X[idx]
         C = centers.astype(X.dtype)
         csq = np.einsum("ij,ij->i", C, C)
-        G = Xb @ C.T
-        _nearest_center(G, csq, labels[:b], best[:b])
+        nearest_centres(Xb, C, csq, labels[:b], best[:b], n_threads=threads)
         _sculley_update(Xb, labels[:b], centers, counts)
         sse += float(xsq[idx].sum() + best[:b].sum())
         rows += b
@@ -255,32 +193,37 @@ def _check_init(init, n_clusters: int, n_features: int) -> np.ndarray:
 
 
 def _seed_centers(Xd, n_clusters, *, init, init_size, ss, also=()):
-    """Initial centres (k-means++ on a sample, "random" rows, or given) plus ``also`` computed
-    in the same compute as the sample."""
+    """Initial centres (a seeding of :mod:`.seeding` on a sample, or given) plus ``also``
+    computed in the same compute as the sample, and a record of what was done."""
     n, d = Xd.shape
     if init is not None and not isinstance(init, str):
         centers = _check_init(init, n_clusters, d)
         extras = dask.compute(*also) if also else ()
-        return centers, tuple(extras)
-    if init not in (None, "k-means++", "random"):
-        raise ValueError(f"init must be 'k-means++', 'random' or an array; got {init!r}")
+        return centers, tuple(extras), {"init": "array"}
+    method = resolve_init(init, n_clusters)
     rng = np.random.default_rng(_child(ss, 0))
     m = int(min(n, init_size))
     if m < n_clusters:
         raise ValueError(
             f"init_size={m} is smaller than n_clusters={n_clusters}; raise init_size"
         )
+    t0 = time.perf_counter()
     if m < n:
         sample = sample_rows(Xd, np.sort(rng.choice(n, size=m, replace=False)))
     else:
         sample = Xd
     sample, *extras = dask.compute(sample, *also)
-    if init == "random":
+    t1 = time.perf_counter()
+    if method == "random":
         centers = np.asarray(sample[np.sort(rng.choice(m, n_clusters, replace=False))],
                              dtype=np.float64)
+    elif method == "k-means||":
+        centers = kmeans_parallel(sample, n_clusters, random_state=_child(ss, 0, 1))
     else:
         centers = kmeans_plusplus(sample, n_clusters, random_state=_child(ss, 0, 1))
-    return np.ascontiguousarray(centers), tuple(extras)
+    info = {"init": method, "init_size": m, "sample_seconds": t1 - t0,
+            "seeding_seconds": time.perf_counter() - t1}
+    return np.ascontiguousarray(centers), tuple(extras), info
 
 
 def _fit_kmeans(Xd, n_clusters, *, batch_size, n_epochs, init_size, ss, init=None, also=()):
@@ -290,13 +233,14 @@ def _fit_kmeans(Xd, n_clusters, *, batch_size, n_epochs, init_size, ss, init=Non
     if init_size is None:
         init_size = default_init_size(n_clusters, batch_size, n)
     t0 = time.perf_counter()
-    centers, extras = _seed_centers(Xd, n_clusters, init=init, init_size=init_size, ss=ss,
-                                    also=also)
+    centers, extras, info = _seed_centers(Xd, n_clusters, init=init, init_size=init_size,
+                                          ss=ss, also=also)
     seconds_init = time.perf_counter() - t0
     counts = np.zeros(n_clusters, np.int64)
     centers, counts, history = _run_epochs(Xd, centers, counts, n_epochs=n_epochs,
                                            batch_size=batch_size, ss=ss)
-    history.insert(0, {"epoch": 0, "seconds": seconds_init, "init_size": int(min(n, init_size))})
+    history.insert(0, {"epoch": 0, "seconds": seconds_init,
+                       "init_size": int(min(n, init_size)), **info})
     return centers, counts, history, extras
 
 
@@ -324,9 +268,10 @@ def minibatch_kmeans(
     init_size : int, optional
         Rows of the k-means++ sample; default ``max(3 k, 10 batch_size)`` capped by n.
     random_state : None, int, SeedSequence or Generator
-    init : None, "k-means++", "random" or array of shape (k, d)
-        Seeding: k-means++ (default), k distinct uniformly drawn rows of the sample, or given
-        centres (no sample is drawn).
+    init : None, "auto", "k-means++", "k-means||", "random" or array of shape (k, d)
+        Seeding on the sample (:mod:`daskauc.embed.seeding`): greedy k-means++, k-means|| in
+        rounds, k distinct uniformly drawn rows, or given centres (no sample is drawn).
+        None and "auto" mean greedy k-means++ up to 2,048 centres and k-means|| above.
 
     Returns
     -------
@@ -334,9 +279,10 @@ def minibatch_kmeans(
     counts : ndarray (k,), int64
         Rows assigned to each centre over all epochs (0 for a centre never used).
     history : list of dict
-        Entry 0 describes seeding (``seconds``, ``init_size``); then one entry per epoch with
-        ``seconds``, ``batch_inertia`` (mean squared distance of each row to its centre when it
-        was assigned) and ``n_empty``.
+        Entry 0 describes seeding (``seconds``, ``init`` the seeding used, ``init_size``,
+        ``sample_seconds`` drawing the sample, ``seeding_seconds`` seeding on it); then one
+        entry per epoch with ``seconds``, ``batch_inertia`` (mean squared distance of each row
+        to its centre when it was assigned) and ``n_empty``.
 
     Notes
     -----
@@ -349,6 +295,7 @@ def minibatch_kmeans(
     ----------
     D. Sculley, "Web-scale k-means clustering", WWW 2010.
     D. Arthur and S. Vassilvitskii, "k-means++: the advantages of careful seeding", SODA 2007.
+    B. Bahmani et al., "Scalable k-means++", PVLDB 5(7), 2012.
     """
     for name, value in (("n_clusters", n_clusters), ("batch_size", batch_size),
                         ("n_epochs", n_epochs), ("init_size", init_size)):
@@ -371,8 +318,7 @@ def _predict_block(block, C, csq):
     X = np.ascontiguousarray(block)
     labels = np.empty(X.shape[0], np.int64)
     best = np.empty(X.shape[0], np.float64)
-    if X.shape[0]:
-        _nearest_center(X @ C.T, csq, labels, best)
+    nearest_centres(X, C, csq, labels, best)
     return labels
 
 
@@ -390,8 +336,7 @@ def _sse_block(block, C, csq):
     X = np.ascontiguousarray(block)
     labels = np.empty(X.shape[0], np.int64)
     best = np.empty(X.shape[0], np.float64)
-    if X.shape[0]:
-        _nearest_center(X @ C.T, csq, labels, best)
+    nearest_centres(X, C, csq, labels, best)
     sse = float(np.einsum("ij,ij->", X, X, dtype=np.float64) + best.sum())
     return np.array([sse])
 
