@@ -12,29 +12,55 @@ needs m centres, m up to 32,768. Two ways, behind :func:`select_centres`:
   (:mod:`daskauc.embed.assign`). One compute for the seeding sample, one per epoch.
 
 Which one is better is a property of the dataset and the model, not of the method: compare
-them on validation AUC (the kernel solvers' benchmark does). On covtype uniform centres cost
-nothing and, per the kernel solver's measurements, do as well as k-means.
+them on validation AUC per dataset (this module measures time and inertia only; the kernel
+estimator reports uniform centres as good as k-means on covtype, at no cost).
 
-Measured on covtype (464,809 x 54, standardized, float32, numpy input in the threaded
-scheduler; 3 epochs of 2,048-row batches; this 2-core EPYC while another process ran)
+Measured on covtype (464,809 x 54, standardized, float32, numpy input, threaded scheduler; 3
+epochs of 2,048-row batches; random_state=0; this 2-core EPYC while another process ran, so
+the epochs got one core: a second assignment thread gives 1.6x only on an idle machine).
+"before" is this package's k-means before the tiled assignment and k-means|| (greedy
+k-means++ seeding, whole-block assignment with two BLAS threads); its epochs at 16,384 and
+32,768 were timed alone (random seeds), its greedy seeding alone on the 3 m-row sample
+(32,768: 4,096 of the 32,768 steps, which all cost the same, times 8). Inertia is the mean
+squared distance to the nearest centre; "bulk" that of the 99% nearest rows (the rest is a
+few rows with rare binary columns, where a sample either has a row or not: compare bulk).
 
-TABLE
+======  ==============  ==========  ==========  =========  ======  =======
+m       k-means         seeding s   epoch s     total s    bulk    inertia
+======  ==============  ==========  ==========  =========  ======  =======
+4096    this            1.1         4.1-4.7     14-15      0.706   0.78
+4096    before          10          6.5-8.0     32         0.702   0.99
+4096    scikit-learn    (in total)  (in total)  32         0.738   1.27
+8192    this            1.2         8.5-10      27-30      0.476   0.54
+8192    before          25          13.6        66         0.473   0.54
+16384   this            2.0         15-18       49-55      0.309   0.36
+16384   before          162         26          ~240       --      --
+32768   this            5-8         34-38       114-116    0.189   0.21
+32768   before          ~775        50-55       ~930       --      --
+======  ==============  ==========  ==========  =========  ======  =======
+
+Seeding is the one sample compute (0.3-0.6 s) plus k-means|| on the sample; "before" greedy
+k-means++ (quadratic, sequential). scikit-learn is ``MiniBatchKMeans(4096, batch_size=2048,
+max_iter=3, n_init=1, max_no_improvement=None, compute_labels=False)`` with its OpenMP
+threads (greedy k-means++ on 6,144 rows, reassignment of small clusters). Peak resident
+memory of a process holding the data (100 MB) through seeding and one 32,768-centre epoch:
+447 MB (this), 980 MB (before).
 
 What limits m on 24 GiB
 -----------------------
-Not memory. k-means holds the centres in float64 (``m d 8`` bytes: 14 MB at m = 32,768 and
-d = 54) plus a float32 copy per batch, the seeding sample (``3 m`` rows: 21 MB in float32;
-greedy k-means++ also keeps two float64 copies, 85 MB) and one 512 KiB Gram tile; before the
-tiling each batch formed a ``batch_size x m`` block (268 MB at m = 32,768) and ``predict`` a
-``chunk_rows x m`` one (40 GB for a 310,000-row chunk). The epoch chain passes the centres
-from task to task (14 MB per hand-off). What grows is time: an epoch is ``2 n m d`` flops of
-tile products plus ``n m`` arg-min updates (measured 0.75 s per 1,000 centres per epoch on
-covtype, one core), greedy k-means++ seeding ``(2 + ln m) 3 m^2 d`` flops in m sequential
-steps (quadratic: about 20 s at m = 8192, 80 s at 16,384, 5 min at 32,768), k-means|| seeding
-``3 m^2 d`` flops in tile products (2 s at 32,768). With k-means|| a 32,768-centre run is
-about 1.5 minutes; m is bounded by ``3 m <= n`` for the sample (k-means) and ``m <= n``
-(uniform). The kernel solvers' own ``m x m`` matrices (8.6 GB in float64 at m = 32,768) are
-the binding limit downstream, not the centres.
+Not memory. k-means holds the centres in float64 (``m d 8`` bytes: 14 MB at m = 32,768 and d =
+54) plus a float32 copy per batch, the seeding sample (``3 m`` rows: 21 MB in float32; greedy
+k-means++ keeps two float64 copies, 85 MB) and one 512 KiB Gram tile per thread. Before the
+tiling each batch formed a ``batch_size x m`` block (268 MB at m = 32,768) and ``predict`` /
+``score`` a ``chunk_rows x m`` one (26 GB for a 200,000-row chunk: that did not fit;
+``transform`` still returns ``chunk_rows x m`` distances, its output). The epoch chain hands
+the centres from task to task (14 MB). What grows is time: an epoch is ``2 n m d`` flops of
+tile products plus ``n m`` arg-min updates, linear in m (about 1.1 s per 1,000 centres on
+covtype on one core); k-means|| seeding is ``3 m^2 d`` flops in tile products (5-8 s at
+32,768), where greedy k-means++ was ``(2 + ln m) 3 m^2 d`` in m sequential steps (13 minutes
+at 32,768). m is bounded by ``m <= n`` only (the k-means sample is capped at n rows).
+Downstream, the kernel solvers' ``m x m`` matrices (8.6 GB in float64 at m = 32,768) bind
+before the centres.
 """
 
 from __future__ import annotations

@@ -47,14 +47,15 @@ k      seeding      seconds  seed   final  bulk    epoch
 8192   random       0.0      2.4    0.86   0.497
 =====  ===========  =======  =====  =====  ======  ======
 
-Greedy k-means++ leaves 0.6-1.2% less bulk inertia than k-means|| at every k measured, but
-its cost grows as k^2: 2 epochs' worth at 4096, 2.5 at 8192, about 80 s at 16,384 and 5
-minutes at 32,768 (measured per step; every step costs the same), against 2 s for k-means||
-at 32,768. Hence "auto": greedy up to 2,048 centres, where it costs under two epochs,
-k-means|| above. Random seeds leave 4-5% more bulk inertia. Batching the D^2 draws costs
-nothing measurable here: 1, 16, 64, 256 and 820 draws per round (k = 4096) seed within 0.5%
-of each other (on blobs with k = 40: 4 rounds 1.27x greedy's seeding inertia, 16 rounds 1.24x,
-one draw per round 1.23x; scikit-learn's one-candidate k-means++ 1.24x).
+Greedy k-means++ leaves 0.6-1.2% less bulk inertia than k-means|| at every k measured, but its
+cost grows as k^2 (with the sample leaving the caches, faster): 2 epochs' worth at 4096, 2.5
+at 8192, 162 s at 16,384 and about 13 minutes at 32,768 (4,096 of its 32,768 steps took 97 s;
+every step costs the same), against 2 s and 5-8 s for k-means||. Hence "auto": greedy up to
+2,048 centres, where it costs under two epochs, k-means|| above. Random seeds leave 4-5% more
+bulk inertia. Batching the D^2 draws costs nothing measurable here: 1, 16, 64, 256 and 820
+draws per round (k = 4096) seed within 0.5% of each other (on blobs with k = 40: 4 rounds
+1.27x greedy's seeding inertia, 16 rounds 1.24x, one draw per round 1.23x; scikit-learn's
+one-candidate k-means++ 1.24x).
 
 References
 ----------
