@@ -344,3 +344,18 @@ def test_centres_on_a_cluster_equal_threads(dask_cluster_client, tmp_path):
     np.testing.assert_array_equal(cidx, tidx)
     np.testing.assert_array_equal(clab, tlab)
     np.testing.assert_allclose(ck, tk, atol=1e-10)
+
+
+def test_uniform_centres_are_nested_for_growing_m():
+    # the same seed draws the first m' of one permutation: KernelAUC's warm start along m
+    # carries a model over exactly when the smaller sample is inside the larger one
+    from daskauc.embed.centres import nested_sample, uniform_centres
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((5000, 4))
+    small = uniform_centres(X, 50, random_state=7)[1]
+    large = uniform_centres(X, 400, random_state=7)[1]
+    assert set(small) <= set(large)
+    a = nested_sample(10**6, 1000, np.random.default_rng(1))
+    assert len(np.unique(a)) == 1000 and a.min() >= 0 and a.max() < 10**6
+    np.testing.assert_array_equal(nested_sample(10**6, 10, np.random.default_rng(1)), a[:10])

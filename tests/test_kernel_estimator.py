@@ -187,3 +187,42 @@ def test_bad_parameters_are_named(params, match):
     X, y = _data(12, n=100)
     with pytest.raises((ValueError, TypeError), match=match):
         KernelAUC(**{"centres": X[::5], **params}).fit(X, y)
+
+
+def test_warm_start_along_m_carries_the_model_over(monkeypatch):
+    import daskauc.solvers.kernel_newton as kn
+
+    starts = []
+    real = kn.kernel_pairwise_newton
+
+    def spy(X, y, centres, **kw):
+        starts.append((np.array(centres), kw.get("alpha0")))
+        return real(X, y, centres, **kw)
+
+    monkeypatch.setattr(kn, "kernel_pairwise_newton", spy)
+    X, y = _data(13, n=600)
+    params = {**FIXED, "tol": 1e-6, "solver": "kernel", "random_state": 3}
+    est = KernelAUC(n_centres=40, warm_start=True, **params).fit(X, y)
+    assert starts[-1][1] is None  # nothing to start from yet
+    Xs = est._scale(X)
+    f_small = ref.gaussian(Xs, est.centres_, est.gamma_) @ est.dual_coef_  # float64
+    idx_small = est.centre_index_
+    est.set_params(n_centres=120).fit(X, y)
+    assert set(idx_small) <= set(est.centre_index_)  # nested uniform centres
+    C, alpha0 = starts[-1]
+    # the larger fit starts from exactly the smaller model
+    np.testing.assert_allclose(ref.gaussian(Xs, C, est.gamma_) @ alpha0, f_small, rtol=0,
+                               atol=1e-12 * np.abs(f_small).max())
+    cold = KernelAUC(n_centres=120, **params).fit(X, y)
+    assert est.n_iter_ < cold.n_iter_
+    f_cold = cold.decision_function(X)
+    np.testing.assert_allclose(est.decision_function(X), f_cold, rtol=0,
+                               atol=1e-4 * np.abs(f_cold).max())
+    # centres that are not nested: the old function interpolated at the new centres
+    old = KernelAUC(centres=X[::7], warm_start=True, **FIXED).fit(X, y)
+    new_centres = X[3::11]
+    f_old = ref.gaussian(old._scale(new_centres), old.centres_, old.gamma_) @ old.dual_coef_
+    old.set_params(centres=new_centres).fit(X, y)
+    C, alpha0 = starts[-1]
+    np.testing.assert_allclose(ref.gaussian(C, C, old.gamma_) @ alpha0, f_old, rtol=0,
+                               atol=1e-6 * np.abs(f_old).max())

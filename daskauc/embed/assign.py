@@ -48,35 +48,7 @@ UNTILED_CENTRES = 32
 def blas_for(flops: float):
     """One BLAS thread for a product of fewer than ``SMALL_GEMM_FLOPS`` flops, else BLAS's
     own choice."""
-    return _one_blas_thread() if flops < SMALL_GEMM_FLOPS else contextlib.nullcontext()
-
-
-_BLAS_LOCK = threading.Lock()
-_BLAS_USERS = 0
-_BLAS_LIMITER = None
-
-
-@contextlib.contextmanager
-def _one_blas_thread():
-    """``_config.blas_limit(1)`` shared by concurrent users (Dask threads mapping blocks).
-
-    The BLAS thread count is process-wide: with one limiter per thread, the first to leave
-    would restore the count under the others, and the last would "restore" the one it found,
-    leaving one thread for good. Here the first user sets the limit and the last restores it.
-    """
-    global _BLAS_USERS, _BLAS_LIMITER
-    with _BLAS_LOCK:
-        if _BLAS_USERS == 0:
-            _BLAS_LIMITER = _config.blas_limit(1)
-        _BLAS_USERS += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_USERS -= 1
-            if _BLAS_USERS == 0:
-                _BLAS_LIMITER.restore_original_limits()
-                _BLAS_LIMITER = None
+    return _config.blas_limit(1) if flops < SMALL_GEMM_FLOPS else contextlib.nullcontext()
 
 
 def nearest_centres(X: np.ndarray, C: np.ndarray, csq: np.ndarray, labels: np.ndarray,

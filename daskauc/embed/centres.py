@@ -76,7 +76,7 @@ from .._validation import as_labels, as_row_chunked, check_param, seed_sequence
 from .kmeans import _PARAMS as _KMEANS_PARAMS
 from .kmeans import _fit_kmeans, sample_rows
 
-__all__ = ["Centres", "kmeans_centres", "select_centres", "uniform_centres"]
+__all__ = ["Centres", "kmeans_centres", "nested_sample", "select_centres", "uniform_centres"]
 
 METHODS = ("uniform", "kmeans")
 
@@ -132,6 +132,24 @@ def _check_rows_finite(C: np.ndarray, index: np.ndarray) -> None:
                          "as a centre); impute or drop those values first")
 
 
+def nested_sample(n: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """The first m entries of a uniformly random permutation of ``range(n)`` (int64).
+
+    A partial Fisher-Yates shuffle kept in a dict (O(m) time and memory, not O(n)): step i
+    swaps position i with a position drawn uniformly in [i, n). The draws of the first m'
+    steps do not depend on m, so for one seed the sample of m' < m rows is the first m' of
+    the sample of m rows. (``Generator.choice(n, m, replace=False)`` uses Floyd's algorithm
+    below 2% of n, whose samples for different m are unrelated.)
+    """
+    draws = rng.integers(np.arange(m), n)  # one bounded draw per step, in order
+    swapped: dict[int, int] = {}
+    out = np.empty(m, np.int64)
+    for i, j in enumerate(draws.tolist()):
+        out[i] = swapped.get(j, j)
+        swapped[j] = swapped.get(i, i)
+    return out
+
+
 def uniform_centres(
     X, m: int, *, y=None, random_state=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -157,8 +175,10 @@ def uniform_centres(
 
     Notes
     -----
-    The rows are ``np.sort(Generator.choice(n, m, replace=False))`` of a generator seeded by
-    ``random_state``: they depend on n and the seed only, not on X's kind or chunking. The
+    The rows are the first m positions of a random permutation of the n rows
+    (:func:`nested_sample`, a generator seeded by ``random_state``), sorted: they depend on n
+    and the seed only, not on X's kind or chunking, and for the same seed the samples of
+    growing m are nested (``KernelAUC(warm_start=True)`` then carries a model over exactly). The
     compute runs one ``daskauc-sample`` task per chunk, each taking its rows (the drawn labels
     ride in the same compute). Dask labels are mapped to {-1, +1} by
     :func:`daskauc._validation.as_labels`, which reads y once for its classes. Only the drawn
@@ -167,8 +187,7 @@ def uniform_centres(
     Xd = as_row_chunked(X, check_finite_values=False)
     n = int(Xd.shape[0])
     m = _check_m(m, n)
-    rng = np.random.default_rng(seed_sequence(random_state))
-    index = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+    index = np.sort(nested_sample(n, m, np.random.default_rng(seed_sequence(random_state))))
     todo = [sample_rows(Xd, index)]
     y_pm1 = _pm1_labels(y, n) if y is not None else None
     if isinstance(y_pm1, da.Array):
