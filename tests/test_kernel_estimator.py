@@ -226,3 +226,20 @@ def test_warm_start_along_m_carries_the_model_over(monkeypatch):
     C, alpha0 = starts[-1]
     np.testing.assert_allclose(ref.gaussian(C, C, old.gamma_) @ alpha0, f_old, rtol=0,
                                atol=1e-6 * np.abs(f_old).max())
+
+
+def test_fit_on_rows_persisted_on_a_cluster(dask_cluster_client):
+    # the automatic choice reads its subsample with the cluster's scheduler (a local one
+    # cannot see persisted chunks: "missing dependency"), then solves in-process
+    X, y = _data(14, n=500)
+    Xd = dask_cluster_client.persist(da.from_array(X, chunks=(100, -1)))
+    est = KernelAUC(n_centres=60, random_state=0, gamma_grid=(0.5, 2.0), lam_grid=(1e-2, 1e-3),
+                    selection_rows=500).fit(Xd, y)
+    with dask.config.set(scheduler="threads"):
+        local = KernelAUC(n_centres=60, random_state=0, gamma_grid=(0.5, 2.0),
+                          lam_grid=(1e-2, 1e-3), selection_rows=500).fit(X, y)
+    # the same choice (the scaler's tree reduction may round the last bit differently)
+    assert est.gamma_ == pytest.approx(local.gamma_, rel=1e-12)
+    assert est.lam_ == pytest.approx(local.lam_, rel=1e-12)
+    np.testing.assert_allclose(est.decision_function(X), local.decision_function(X), rtol=0,
+                               atol=1e-4 * np.abs(local.decision_function(X)).max())

@@ -209,9 +209,10 @@ def select_gamma_lam(
         np.random.SeedSequence(random_state)
     rng = np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, 7)))
     idx = stratified_subsample(y, rows, rng)
-    with dask.config.set(scheduler="threads"):
-        Xs = np.asarray(sample_rows(X, idx).compute() if len(idx) < n else X.compute(),
-                        dtype=np.float64)
+    # read with the scheduler that holds X (rows persisted on a cluster are not visible to
+    # a local scheduler: "missing dependency"); only the solves below run in-process
+    Xs = np.asarray(sample_rows(X, idx).compute() if len(idx) < n else X.compute(),
+                    dtype=np.float64)
     ys = y[idx]
     folds = list(StratifiedKFold(n_splits=cv, shuffle=True,
                                  random_state=int(rng.integers(2**31))).split(Xs, ys))
