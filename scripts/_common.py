@@ -153,23 +153,33 @@ def gemm_rate(dtype=np.float32, n: int = 20000, k: int = 1600, m: int = 1600, re
 
 
 def kernel_tile_rate(d: int, threads: int = 1, rows: int = 256, cols: int = 1024,
-                     repeat: int = 5) -> float:
-    """FLOP/s of the float32 GEMM of one kernel tile (rows x (d + 2) by (d + 2) x cols) on
-    ``threads`` BLAS threads, the shape the kernel-basis passes run (best of ``repeat``)."""
+                     seconds: float = 1.0) -> float:
+    """FLOP/s of float32 GEMMs of one kernel tile's shape (rows x (d + 2) by (d + 2) x cols)
+    run by ``threads`` concurrent threads with one BLAS thread each, as ``threads``
+    single-threaded Dask workers run the kernel-basis passes (total over the threads, best of
+    repeated rounds within about ``seconds``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from daskauc import _config
 
     rng = np.random.default_rng(0)
     A = rng.standard_normal((rows, d + 2), dtype=np.float32)
     B = rng.standard_normal((d + 2, cols), dtype=np.float32)
-    G = np.empty((rows, cols), np.float32)
+    outs = [np.empty((rows, cols), np.float32) for _ in range(threads)]
+
+    def work(k):
+        for _ in range(16):
+            np.matmul(A, B, out=outs[k])
+
     best = np.inf
-    with _config.blas_limit(threads):
-        for _ in range(repeat):
+    with _config.blas_limit(1), ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, range(threads)))
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
             t = time.perf_counter()
-            for _ in range(16):
-                np.matmul(A, B, out=G)
+            list(pool.map(work, range(threads)))
             best = min(best, time.perf_counter() - t)
-    return 16 * 2.0 * rows * (d + 2) * cols / best
+    return threads * 16 * 2.0 * rows * (d + 2) * cols / best
 
 
 def read_bandwidth(n_bytes: int = 2 * 2**30, repeat: int = 3) -> float:
