@@ -26,6 +26,7 @@ import argparse
 import json
 import logging
 import os
+import pickle
 import sys
 import time
 import warnings
@@ -47,7 +48,9 @@ from _common import (  # noqa: E402
 
 OUT = os.path.join(CACHE_DIR, "covtype_capacity")
 MS = (4096, 8192, 16384, 32768)
-STEPS = ("select", "kernel", "floor", "cg", "xgboost", "nbauc1600")
+STEPS = ("select", "kernel", "floor", "cg", "gamma", "xgboost", "nbauc1600")
+#: the bandwidth against m on a subsample: training rows, validation rows, sizes, multipliers
+GAMMA_ROWS, GAMMA_VAL, GAMMA_MS, GAMMA_MULTS = 100_000, 50_000, (4096, 8192), (2, 4, 8)
 SEED = 0
 GIB = 2.0**30
 
@@ -64,6 +67,11 @@ def _save(key: str, row: dict) -> dict:
 def _cached(key: str, force: bool, fn):
     row = None if force else _load(key)
     return row if row is not None else _save(key, fn())
+
+
+def _model_path(m: int) -> str:
+    """The fitted KernelAUC at m centres: the next size of the path starts from it."""
+    return os.path.join(OUT, f"model-m{m}.pkl")
 
 
 def _load(key: str):
@@ -165,6 +173,28 @@ def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000):
                      "cg_residual": [h.get("cg_rel_residual") for h in res.history[1:]],
                      "seconds": time.perf_counter() - t0}
     return out
+
+
+def step_gamma(client, Xtr, ytr, Xte, yte, m, mult, sel):
+    """Validation AUC of the kernel route at ``m`` centres and gamma = ``mult``/b on the first
+    GAMMA_ROWS training rows (shuffled once by the loader), validated on the next GAMMA_VAL:
+    does the best width grow with m (and n) beyond what the 20,000-row selection sees?"""
+    from daskauc import KernelAUC
+    from daskauc.metrics import roc_auc
+
+    X, y = Xtr[:GAMMA_ROWS], ytr[:GAMMA_ROWS]
+    Xv, yv = Xtr[GAMMA_ROWS : GAMMA_ROWS + GAMMA_VAL], ytr[GAMMA_ROWS : GAMMA_ROWS + GAMMA_VAL]
+    inv_b = sel["gamma"] / sel["gamma_multiplier"]
+    # the selection's lam, moved from its folds' rows to GAMMA_ROWS as KernelAUC moves it
+    lam = sel["lam"] * (len(ytr) / GAMMA_ROWS) ** 0.5
+    t0 = time.perf_counter()
+    est = KernelAUC(n_centres=m, gamma=mult * inv_b, lam=lam, solver="kernel",
+                    random_state=SEED).fit(to_cluster(client, X, 25_000), y)
+    fit_s = time.perf_counter() - t0
+    return {"m": m, "gamma_multiplier": mult, "gamma": mult * inv_b, "lam": lam,
+            "rows": GAMMA_ROWS, "val_auc": float(roc_auc(yv, est.decision_function(Xv))),
+            "test_auc": est.score(Xte, yte), "fit_seconds": fit_s, "newton_steps": est.n_iter_,
+            "passes": est.passes_}
 
 
 def step_xgboost(Xtr, ytr, Xte, yte, rounds, depth):
@@ -281,6 +311,17 @@ def report(ms):
         md += ["## CG steps with and without the preconditioner", "",
                f"{cgs[0]['rows']:,}-row stratified subsample, three Newton steps from zero, "
                "cg_tol = 0.1, at most 100 CG steps per Newton step.", "", md_table(rows), ""]
+    gam = [r for r in (_load(f"gamma-m{m}-x{g}") for m in GAMMA_MS for g in GAMMA_MULTS) if r]
+    if gam:
+        md += ["## The width against m on a subsample", "",
+               f"Kernel route on the first {GAMMA_ROWS:,} (shuffled) training rows, validation "
+               f"AUC on the next {GAMMA_VAL:,}, lam = the chosen lam moved to "
+               f"{GAMMA_ROWS:,} rows; test AUC for reference.", "",
+               md_table([{"m": r["m"], "gamma": f"{r['gamma_multiplier']}/b",
+                          "validation AUC": round(r["val_auc"], 4),
+                          "test AUC": round(r["test_auc"], 4), "Newton": r["newton_steps"],
+                          "passes": r["passes"], "fit s": round(r["fit_seconds"], 1)}
+                         for r in gam]), ""]
     if base:
         md += ["## What a user would pick instead (same run)", "",
                md_table([{"method": r["method"], "test AUC": round(r["test_auc"], 4),
@@ -313,7 +354,8 @@ def report(ms):
         ax2.legend(fontsize=7)
         fig.suptitle("covtype.binary, 464,810 training rows, 2 cores")
     write_results("covtype_capacity", {"select": sel, "kernel": kern, "floor": floors,
-                                       "cg": cgs, "baselines": base, "rates": rates},
+                                       "cg": cgs, "gamma": gam, "baselines": base,
+                                       "rates": rates},
                   "\n".join(md), figure=fig)
 
 
@@ -352,7 +394,7 @@ def main(argv=None):
                         f"{mi['memory_gib']} GiB, load {mi['load_average'][0]:.2f}")(
                             machine_info())})
         sel = None
-        if "select" in steps or "kernel" in steps or "cg" in steps:
+        if steps & {"select", "kernel", "cg", "gamma"}:
             sel = _cached("select", args.force and "select" in steps,
                           lambda: step_select(Xd, ytr, Xte, yte))
             logging.info("chosen gamma %.4g (%g/b), lam %.3g", sel["gamma"],
@@ -362,13 +404,19 @@ def main(argv=None):
 
             est = KernelAUC(gamma=sel["gamma"], lam=sel["lam"], solver="kernel",
                             warm_start=True, random_state=SEED)
-            prev = None  # the path warm-starts each size from the one before (if it ran now)
+            prev = None  # the path warm-starts each size from the one before (kept on disk)
             for m in sorted(ms):
                 if _load(f"kernel-m{m}") is not None and not args.force:
-                    prev = None
+                    if os.path.exists(_model_path(m)):
+                        with open(_model_path(m), "rb") as fh:
+                            est = pickle.load(fh)
+                        prev = m
                     continue
                 row = step_kernel(est, Xd, ytr, Xte, yte, m, rates)
                 _save(f"kernel-m{m}", {**row, "warm_start_from": prev})
+                with open(_model_path(m) + ".tmp", "wb") as fh:
+                    pickle.dump(est, fh)
+                os.replace(_model_path(m) + ".tmp", _model_path(m))
                 prev = m
         if "floor" in steps:
             _cached("floor-m16384", args.force,
@@ -377,6 +425,12 @@ def main(argv=None):
             for m in (4096, 8192):
                 _cached(f"cg-m{m}", args.force,
                         lambda m=m: step_cg(Xtr, ytr, m, sel["gamma"], sel["lam"]))
+        if "gamma" in steps:
+            for m in GAMMA_MS:
+                for mult in GAMMA_MULTS:
+                    _cached(f"gamma-m{m}-x{mult}", args.force,
+                            lambda m=m, g=mult: step_gamma(client, Xtr, ytr, Xte, yte, m, g,
+                                                           sel or _load("select")))
         if "nbauc1600" in steps:
             _cached("nbauc1600", args.force, lambda: step_nbauc1600(Xd, ytr, Xte, yte))
     if "xgboost" in steps:

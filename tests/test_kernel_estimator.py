@@ -123,9 +123,40 @@ def test_selection_picks_the_best_mean_with_the_stated_ties(monkeypatch):
     assert (sel.gamma_multiplier, sel.lam_subsample) == (0.5, 1e-2)  # first in grid order
     fixed = selection.select_gamma_lam(Xd, y, gamma0=0.1, loss="squared_hinge", n_centres=20,
                                        gamma_multipliers=(1.0, 2.0), lam_fixed=3e-4, cv=3,
-                                       rows=300, n_full=1200,
+                                       rows=300, n_full=1200, extend_grid=False,
                                        random_state=np.random.SeedSequence(0))
     assert fixed.lam == 3e-4 and len(fixed.table) == 2
+
+
+@pytest.mark.parametrize("peak, want", [(0.125, 0.125), (2.0**-6, 0.0625), (8.0, 8.0)])
+def test_selection_goes_past_an_end_of_the_grid(monkeypatch, peak, want):
+    # planted validation AUC falling with the distance (in octaves) from ``peak``: a best
+    # width at an end of the grid is followed past it by factors of 2 until it is inside, at
+    # most EDGE_STEPS widths (peak 2^-6 is out of reach: the search stops at 2^-4)
+    seen = []
+
+    def fake_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params, label):
+        mult = float(label.split("gamma=")[1].split("/b")[0])
+        seen.append(mult)
+        auc = 0.95 - 0.01 * abs(np.log2(mult / peak))
+        return [{"lam": lam, "auc": auc - 0.001 * k, "n_iter": 1, "seconds": 0.0}
+                for k, lam in enumerate(lams)]
+
+    monkeypatch.setattr(selection, "_fold_path", fake_path)
+    X, y = _data(5, n=300)
+    Xd = da.from_array(X, chunks=(100, -1))
+    kw = dict(gamma0=0.1, loss="squared_hinge", n_centres=20, gamma_multipliers=(0.5, 1.0, 2.0),
+              lams=(1e-1, 1e-2), cv=3, rows=300, random_state=np.random.SeedSequence(0))
+    sel = selection.select_gamma_lam(Xd, y, **kw)
+    assert sel.gamma_multiplier == want and sel.lam_subsample == 1e-1
+    mults = sorted({r["gamma_multiplier"] for r in sel.table})
+    assert len(mults) <= 3 + selection.EDGE_STEPS and len(sel.table) == 2 * len(mults)
+    if want == peak:  # found: one width past it on the far side, inside the grid
+        assert mults[0] < want < mults[-1] or want in (0.5, 1.0, 2.0)
+    assert len(seen) == 3 * len(mults)  # every width once per fold
+    fixed = selection.select_gamma_lam(Xd, y, extend_grid=False, **kw)
+    assert sorted({r["gamma_multiplier"] for r in fixed.table}) == [0.5, 1.0, 2.0]
+    assert fixed.gamma_multiplier == (0.5 if peak < 1 else 2.0)
 
 
 def test_lam_path_stops_after_patience():

@@ -12,7 +12,9 @@
 3. the path of ``lam`` from the largest to the smallest, each solve warm-started from the
    previous one (PRSVM+ Newton for the squared hinge, the exact solve for least squares),
    the validation AUC recorded at each point;
-4. the ``(gamma, lam)`` of highest mean validation AUC over the folds (ties: the gamma closest
+4. while the best width is at an end of the grid, one more width a factor of 2 past it (at
+   most ``EDGE_STEPS``);
+5. the ``(gamma, lam)`` of highest mean validation AUC over the folds (ties: the gamma closest
    to the rule, then the larger lam), and ``lam`` rescaled to the full training set by
    ``(n_fold_train / n) ** LAM_EXPONENT``.
 
@@ -59,6 +61,9 @@ LAMBDAS = tuple(10.0 ** -(k / 2) for k in range(2, 19))
 #: fixed (NBAUC's cross-validation) amounts to 1/n^2.
 LAM_EXPONENT = 0.5
 
+#: widths tried past an end of the grid when the best one sits there (factors of 2).
+EDGE_STEPS = 3
+
 #: a lam path stops after PATIENCE points in a row DROP below its best validation AUC.
 PATIENCE = 3
 DROP = 0.002
@@ -87,7 +92,8 @@ class Selection:
                 "lam_subsample": self.lam_subsample, "n_rows": self.n_rows,
                 "n_centres": self.n_centres, "cv": self.cv, "seconds": self.seconds,
                 "rule": ("validation AUC, stratified subsample, cv folds; gamma in multiples "
-                         "of 1/b, lam path warm-started; lam rescaled by "
+                         "of 1/b (past an end of the grid where the best sits), lam path "
+                         "warm-started; lam rescaled by "
                          f"(n_fold_train / n) ** {LAM_EXPONENT}"),
                 "table": self.table}
 
@@ -149,6 +155,32 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
     return out
 
 
+def _auc_array(paths: dict, mults, lams, everything: bool = False):
+    """Validation AUCs (gamma, lam, fold) of the paths (NaN past a path's end); with
+    ``everything`` also the Newton steps and the seconds."""
+    n_folds = len(next(iter(paths.values())))
+    aucs = np.full((len(mults), len(lams), n_folds), np.nan)
+    iters = np.zeros(aucs.shape, dtype=int)
+    secs = np.zeros(aucs.shape[:2])
+    for g, mult in enumerate(mults):
+        for f, path in paths[mult].items():
+            for k, rec in enumerate(path):
+                aucs[g, k, f] = rec["auc"]
+                iters[g, k, f] = rec["n_iter"]
+                secs[g, k] += rec["seconds"]
+    return (aucs, iters, secs) if everything else aucs
+
+
+def _choose(aucs: np.ndarray, mults) -> tuple[int, int]:
+    """``(g, k)`` of the best mean validation AUC; ties: closest to the rule (|log
+    multiplier|), then the larger lam (earlier in the path)."""
+    mean = aucs.mean(axis=2)
+    score = np.where(np.isnan(mean), -np.inf, mean)
+    order = sorted((-score[g, k], abs(np.log(mults[g])), k, g)
+                   for g in range(len(mults)) for k in range(aucs.shape[1]))
+    return order[0][3], order[0][2]
+
+
 def select_gamma_lam(
     X,
     y: np.ndarray,
@@ -163,6 +195,7 @@ def select_gamma_lam(
     max_centres: int = SELECTION_CENTRES,
     n_full: int | None = None,
     lam_fixed: float | None = None,
+    extend_grid: bool = True,
     random_state=None,
     solver_params: dict | None = None,
 ) -> Selection:
@@ -191,6 +224,9 @@ def select_gamma_lam(
     lam_fixed : float, optional
         A given lam (full-data scale): only gamma is chosen, with lam rescaled to the
         subsample; the returned ``lam`` is ``lam_fixed``.
+    extend_grid : bool
+        When the best width is at an end of ``gamma_multipliers``, go on past that end by
+        factors of 2 (at most ``EDGE_STEPS`` more widths) until it is inside the grid.
     random_state : SeedSequence
     solver_params : dict
         ``tol``, ``max_iter``, ``cg_tol``, ``max_cg`` of the Newton solves.
@@ -224,44 +260,49 @@ def select_gamma_lam(
     n_tr_min = min(len(tr) for tr, _ in folds)
     m = int(min(n_centres, max_centres, n_tr_min))
     solver_params = dict(solver_params or {})
-    aucs = np.full((len(mults), len(lams), len(folds)), np.nan)
-    iters = np.zeros((len(mults), len(lams), len(folds)), dtype=int)
-    secs = np.zeros((len(mults), len(lams)))
     fold_centres = [Xs[tr[np.sort(rng.choice(len(tr), size=m, replace=False))]]
                     for tr, _ in folds]
 
-    def job(f: int, g: int):
+    def job(f: int, mult: float):
         tr, va = folds[f]
-        gamma = gamma0 * mults[g]
+        gamma = gamma0 * mult
         pc = build_preconditioner(fold_centres[f], gamma)
         Phi_tr = _features(pc, Xs[tr], fold_centres[f], gamma)
         Phi_va = _features(pc, Xs[va], fold_centres[f], gamma)
         del pc
-        return f, g, _fold_path(Phi_tr, ys[tr], Phi_va, ys[va], loss=loss, lams=lams,
-                                solver_params=solver_params,
-                                label=f"fold {f}, gamma={mults[g]:g}/b")
+        return f, mult, _fold_path(Phi_tr, ys[tr], Phi_va, ys[va], loss=loss, lams=lams,
+                                   solver_params=solver_params,
+                                   label=f"fold {f}, gamma={mult:g}/b")
 
-    # every (fold, gamma) path is independent: one per core, each on the synchronous
-    # scheduler with one BLAS thread (numba kernels and BLAS release the GIL)
-    jobs = [(f, g) for f in range(len(folds)) for g in range(len(mults))]
-    with dask.config.set(scheduler="sync"), _config.blas_limit(1), \
-            ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
-        for f, g, path in pool.map(lambda fg: job(*fg), jobs):
-            for k, rec in enumerate(path):
-                aucs[g, k, f] = rec["auc"]
-                iters[g, k, f] = rec["n_iter"]
-                secs[g, k] += rec["seconds"]
+    paths: dict = {}  # multiplier -> {fold: path}
+
+    def run(new_mults):
+        # every (fold, gamma) path is independent: one per core, each on the synchronous
+        # scheduler with one BLAS thread (numba kernels and BLAS release the GIL)
+        jobs = [(f, g) for f in range(len(folds)) for g in new_mults]
+        with dask.config.set(scheduler="sync"), _config.blas_limit(1), \
+                ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+            for f, mult, path in pool.map(lambda fg: job(*fg), jobs):
+                paths.setdefault(mult, {})[f] = path
+
+    run(sorted({float(v) for v in gamma_multipliers}))
+    # a best width at an end of the grid was not chosen, only bounded: go on past that end
+    # (a factor of 2 at a time, at most EDGE_STEPS times)
+    for _ in range(EDGE_STEPS if extend_grid and len(paths) > 1 else 0):
+        mults = sorted(paths)
+        g_best = _choose(_auc_array(paths, mults, lams), mults)[0]
+        if 0 < g_best < len(mults) - 1:
+            break
+        run([mults[0] / 2.0 if g_best == 0 else mults[-1] * 2.0])
+    mults = sorted(paths)
+    aucs, iters, secs = _auc_array(paths, mults, lams, everything=True)
     mean = aucs.mean(axis=2)  # NaN where some fold's path stopped before this lam
-    score = np.where(np.isnan(mean), -np.inf, mean)
     table = [{"gamma_multiplier": mult, "gamma": gamma0 * mult, "lam": lam,
               "mean_auc": None if np.isnan(mean[g, k]) else float(mean[g, k]),
               "fold_auc": [None if np.isnan(a) else float(a) for a in aucs[g, k]],
               "n_iter": iters[g, k].tolist(), "seconds": float(secs[g, k])}
              for g, mult in enumerate(mults) for k, lam in enumerate(lams)]
-    # ties: closest to the rule (|log multiplier|), then the larger lam (earlier in the path)
-    order = sorted((-score[g, k], abs(np.log(mults[g])), k, g)
-                   for g in range(len(mults)) for k in range(len(lams)))
-    _, _, k_best, g_best = order[0]
+    g_best, k_best = _choose(aucs, mults)
     lam_sub = lams[k_best]
     lam = float(lam_fixed) if lam_fixed is not None else lam_sub * (n_tr / n_full) ** LAM_EXPONENT
     return Selection(gamma=gamma0 * mults[g_best], lam=lam,

@@ -95,8 +95,9 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
     cv : int, default=3
         Folds of the automatic choice.
     gamma_grid : sequence of float or None
-        Multiples of 1/b tried by ``gamma="auto"`` (default
-        ``_selection.GAMMA_MULTIPLIERS``: 1/4 .. 16).
+        Multiples of 1/b tried by ``gamma="auto"``. Default ``_selection.GAMMA_MULTIPLIERS``
+        (1/4 .. 16), extended by factors of 2 past an end where the best width sits (at most
+        three more); a given grid is used as it is.
     lam_grid : sequence of float or None
         lam values tried by ``lam="auto"`` at the subsample's scale (default 1e-1 .. 1e-9).
     persist : {"auto", True, False}, default="auto"
@@ -260,7 +261,9 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
                 lams=self.lam_grid if self.lam_grid is not None else LAMBDAS,
                 lam_fixed=None if self.lam == "auto" else float(self.lam),
                 cv=int(self.cv), rows=int(self.selection_rows),
-                max_centres=int(self.selection_centres), n_full=n, random_state=_child(ss, 1),
+                max_centres=int(self.selection_centres), n_full=n,
+                extend_grid=self.gamma == "auto" and self.gamma_grid is None,
+                random_state=_child(ss, 1),
                 solver_params=self._newton_params(),
             )
             gamma, lam = selection.gamma, selection.lam
