@@ -34,3 +34,18 @@ def dask_cluster_client(_session_cluster_client):
     client = _session_cluster_client
     with client.as_current(), dask.config.set(scheduler=client):
         yield client
+
+
+@pytest.fixture
+def threaded_unless_cluster(request):
+    """Run on the threaded scheduler unless the test asks for the cluster.
+
+    The session-wide ``dask_cluster_client`` becomes dask's default scheduler once created;
+    without this, every later test would pay ~60 ms of cluster latency per compute. Modules
+    opt in with ``pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")``.
+    """
+    if "dask_cluster_client" in request.fixturenames:
+        yield
+    else:
+        with dask.config.set(scheduler="threads"):
+            yield

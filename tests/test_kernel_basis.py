@@ -39,14 +39,7 @@ from daskauc.solvers.kernel_newton import (
 from daskauc.solvers.newton import prsvm_newton
 from daskauc.solvers.preconditioner import JITTER_PER_CENTRE, NystroemPreconditioner
 
-
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    if "dask_cluster_client" in request.fixturenames:
-        yield
-    else:
-        with dask.config.set(scheduler="threads"):
-            yield
+pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
 
 def _problem(seed, n=120, d=3, m=30, gamma=0.7):

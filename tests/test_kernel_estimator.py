@@ -14,14 +14,7 @@ import daskauc.estimators._selection as selection
 from daskauc import KernelAUC, load_model, save_model
 from daskauc.solvers.cost import route_costs
 
-
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    if "dask_cluster_client" in request.fixturenames:
-        yield
-    else:
-        with dask.config.set(scheduler="threads"):
-            yield
+pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
 
 def _data(seed, n=400, d=3):

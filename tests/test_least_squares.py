@@ -45,18 +45,7 @@ from daskauc.solvers.stats import (
 from daskauc.solvers.stream import epoch_plan
 from daskauc.solvers.twopass import twopass_auc, twopass_gradient
 
-
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    """Run on the threaded scheduler unless the test asks for the cluster (once the session's
-    cluster fixture has started, its Client would otherwise be the default everywhere)."""
-    if "dask_cluster_client" in request.fixturenames:
-        yield
-        return
-    import dask
-
-    with dask.config.set(scheduler="threads"):
-        yield
+pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
 
 def _synthetic(n=60, r=5, seed=0, dtype=np.float64):

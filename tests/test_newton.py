@@ -32,19 +32,7 @@ from daskauc.solvers.newton import (
 )
 from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
 
-
-@pytest.fixture(autouse=True)
-def _local_scheduler(request):
-    """Run on the threaded scheduler unless the test asks for the cluster.
-
-    The session-wide ``dask_cluster_client`` becomes dask's default scheduler once created;
-    without this, every later test would pay ~60 ms of cluster latency per compute.
-    """
-    if "dask_cluster_client" in request.fixturenames:
-        yield
-    else:
-        with dask.config.set(scheduler="threads"):
-            yield
+pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
 
 def _integer_problem(seed, n=60, d=3):

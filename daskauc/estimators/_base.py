@@ -11,7 +11,42 @@ from .._validation import as_row_chunked, check_n_features, is_store_path
 from ..solvers._linear import linear_scores
 
 
-class LinearAUCModel(ClassifierMixin, BaseEstimator):
+class AUCScoreMixin:
+    """``predict``, ``score`` (the exact AUC) and the tags of a binary model whose
+    ``decision_function`` ranks rows; needs ``classes_``."""
+
+    def predict(self, X):
+        """Class labels (``classes_``): positive where the score is > 0."""
+        scores = self.decision_function(X)
+        classes = self.classes_
+        if isinstance(scores, da.Array):
+            return scores.map_blocks(
+                lambda s: classes[(s > 0).astype(np.intp)], dtype=classes.dtype,
+                token="daskauc-predict",
+            )
+        return classes[(scores > 0).astype(np.intp)]
+
+    def score(self, X, y=None, sample_weight=None):
+        """Exact AUC of ``decision_function(X)`` against ``y`` (ties count one half; a store
+        path may carry ``y``)."""
+        if sample_weight is not None:
+            raise NotImplementedError("sample_weight is not supported by the AUC score")
+        from ..metrics import roc_auc
+
+        if is_store_path(X) and y is None:
+            from ..data.store import open_dataset
+
+            ds = open_dataset(X)
+            X, y = ds.X, ds.y
+        return float(roc_auc(y, self.decision_function(X)))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     """Base of linear models whose scores ``X @ coef_`` are ranked by AUC.
 
     There is no intercept: AUC does not depend on one. ``predict`` thresholds the score at 0
@@ -37,30 +72,6 @@ class LinearAUCModel(ClassifierMixin, BaseEstimator):
             raise ValueError("X contains NaN or infinity")
         return linear_scores(Xn, coef)
 
-    def predict(self, X):
-        """Class labels (``classes_``): positive where the score is > 0."""
-        scores = self.decision_function(X)
-        classes = self.classes_
-        if isinstance(scores, da.Array):
-            return scores.map_blocks(
-                lambda s: classes[(s > 0).astype(np.intp)], dtype=classes.dtype,
-                token="daskauc-predict",
-            )
-        return classes[(scores > 0).astype(np.intp)]
-
-    def score(self, X, y, sample_weight=None):
-        """Exact AUC of ``decision_function(X)`` against ``y`` (ties count one half)."""
-        if sample_weight is not None:
-            raise NotImplementedError("sample_weight is not supported by the AUC score")
-        from ..metrics import roc_auc
-
-        if is_store_path(X) and y is None:
-            from ..data.store import open_dataset
-
-            ds = open_dataset(X)
-            X, y = ds.X, ds.y
-        return float(roc_auc(y, self.decision_function(X)))
-
     def _set_result(self, result, classes, n_features: int) -> None:
         self.coef_ = np.asarray(result.coef, dtype=np.float64)
         self.n_iter_ = int(result.n_iter)
@@ -69,8 +80,3 @@ class LinearAUCModel(ClassifierMixin, BaseEstimator):
         self.classes_ = np.asarray(classes)
         self.n_features_in_ = int(n_features)
         self._solver_state = result.state
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags

@@ -38,6 +38,7 @@ from .._validation import (
     seed_sequence,
 )
 from ..solvers.kernel_basis import kernel_scores
+from ._base import AUCScoreMixin
 from ._selection import GAMMA_MULTIPLIERS, LAMBDAS, SELECTION_CENTRES, SELECTION_ROWS
 
 logger = logging.getLogger("daskauc")
@@ -51,7 +52,7 @@ def _child(ss: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, k))
 
 
-class KernelAUC(ClassifierMixin, BaseEstimator):
+class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     """Gaussian-kernel AUC maximization with many centres, gamma and lam chosen.
 
     Parameters
@@ -440,32 +441,6 @@ class KernelAUC(ClassifierMixin, BaseEstimator):
         check_n_features(Xd.shape, self.n_features_in_)
         return kernel_scores(self._scale(Xd), self.centres_, self.gamma_, self.dual_coef_,
                              dtype=np.dtype(self.dtype))
-
-    def predict(self, X):
-        """Class labels (``classes_``): positive where the score is > 0."""
-        scores = self.decision_function(X)
-        classes = self.classes_
-        if isinstance(scores, da.Array):
-            return scores.map_blocks(lambda s: classes[(s > 0).astype(np.intp)],
-                                     dtype=classes.dtype, token="daskauc-predict")
-        return classes[(scores > 0).astype(np.intp)]
-
-    def score(self, X, y=None, sample_weight=None):
-        """Exact AUC of the scores of ``X`` against ``y`` (a store path may carry ``y``)."""
-        if sample_weight is not None:
-            raise NotImplementedError("sample_weight is not supported by the AUC score")
-        from ..data.store import open_dataset
-        from ..metrics import roc_auc
-
-        if is_store_path(X) and y is None:
-            ds = open_dataset(X)
-            X, y = ds.X, ds.y
-        return float(roc_auc(y, self.decision_function(X)))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
 
 
 def _result(res):
