@@ -7,7 +7,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
-from dask.callbacks import Callback
+from helpers import ComputeCounter, dataset_store
 from reference import embed as ref
 from scipy.stats import chi2
 from sklearn.cluster import KMeans as SkKMeans
@@ -15,7 +15,6 @@ from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
 from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from daskauc.data.store import writing_store
 from daskauc.embed import (
     Centres,
     MiniBatchKMeans,
@@ -28,26 +27,6 @@ from daskauc.embed import (
     uniform_centres,
 )
 from daskauc.embed._kernels import _nearest_center, _nearest_center_tile
-
-
-class ComputeCounter(Callback):
-    """Counts dask computes (one ``_start`` per compute call)."""
-
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-
-    def _start(self, dsk):
-        self.n += 1
-
-
-def _dataset_store(path, X, y, rows):
-    with writing_store(path, kind="dataset", attrs={"source": "test"}) as g:
-        zX = g.create_array("X", shape=X.shape, chunks=(rows, X.shape[1]), dtype=X.dtype)
-        zX[...] = X
-        zy = g.create_array("y", shape=y.shape, chunks=(rows,), dtype=np.int8)
-        zy[...] = y.astype(np.int8)
-    return str(path)
 
 
 def _labelled(n=500, d=4, seed=0):
@@ -99,7 +78,7 @@ def test_uniform_centres_same_for_every_input_kind_and_chunking(tmp_path):
     X, y = _labelled(n=700, d=3, seed=2)
     y_pm1 = np.where(y == 2, 1, -1)
     expect = uniform_centres(X, 90, y=y, random_state=5)
-    store = _dataset_store(tmp_path / "ds.zarr", X, y_pm1, rows=128)
+    store = dataset_store(tmp_path / "ds.zarr", X, y_pm1, rows=128)
     z = zarr.open_array(store=str(tmp_path / "ds.zarr"), path="X", mode="r")
     inputs = [
         (da.from_array(X, chunks=-1), y),
@@ -329,7 +308,7 @@ def test_select_centres_dispatches_and_records():
 def test_centres_on_a_cluster_equal_threads(dask_cluster_client, tmp_path):
     X, y = _labelled(n=1200, d=4, seed=7)
     X = X.astype(np.float32)
-    store = _dataset_store(tmp_path / "ds.zarr", X, np.where(y == 2, 1, -1), rows=250)
+    store = dataset_store(tmp_path / "ds.zarr", X, np.where(y == 2, 1, -1), rows=250)
     got = {}
     for sched in ("threads", dask_cluster_client):
         with dask.config.set(scheduler=sched):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import zarr
 from conftest import shared_data
-from dask.callbacks import Callback
+from helpers import ComputeCounter
 from reference.data import pm1, read_dense_lines, read_libsvm_lines
 from sklearn import preprocessing as skp
 from sklearn.datasets import load_svmlight_file
@@ -34,13 +34,6 @@ from daskauc.data.store import open_dataset
 ingest_mod = importlib.import_module("daskauc.data.ingest")
 
 
-class ComputeCounter(Callback):
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-
-    def _start(self, dsk):
-        self.n += 1
 
 
 def _assert_chunks_aligned(ds):

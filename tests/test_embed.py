@@ -11,6 +11,7 @@ import pytest
 from conftest import shared_data
 from dask.callbacks import Callback
 from distributed import get_task_stream
+from helpers import ComputeCounter, dataset_store
 from reference import embed as ref
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import MiniBatchKMeans as SkMiniBatchKMeans
@@ -20,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from daskauc import _config
-from daskauc.data.store import open_dataset, writing_store
+from daskauc.data.store import open_dataset
 from daskauc.embed._kernels import (
     _gauss_from_gram_f32,
     _gauss_from_gram_f64,
@@ -44,24 +45,8 @@ from daskauc.embed.nystroem import (
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
 
 
-class ComputeCounter(Callback):
-    """Counts dask computes (one ``_start`` per compute call)."""
-
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-
-    def _start(self, dsk):
-        self.n += 1
 
 
-def _dataset_store(path, X, y, rows):
-    with writing_store(path, kind="dataset", attrs={"source": "test"}) as g:
-        zX = g.create_array("X", shape=X.shape, chunks=(rows, X.shape[1]), dtype=X.dtype)
-        zX[...] = X
-        zy = g.create_array("y", shape=y.shape, chunks=(rows,), dtype=np.int8)
-        zy[...] = y.astype(np.int8)
-    return str(path)
 
 
 def _blobs(n=6000, k=6, d=4, std=0.3, seed=0):
@@ -335,7 +320,7 @@ def test_nystroem_input_kinds_agree(tmp_path, dtype):
     many = m.transform(da.from_array(X, chunks=128))
     assert any(str(k[0] if isinstance(k, tuple) else k).startswith("daskauc-nystroem")
                for k in many.__dask_keys__()[0])
-    store = _dataset_store(tmp_path / "ds.zarr", X, y, rows=200)
+    store = dataset_store(tmp_path / "ds.zarr", X, y, rows=200)
     for other in (one.compute(), many.compute(), m.transform(store).compute()):
         assert other.dtype == dtype
         np.testing.assert_allclose(other, Z, rtol=0, atol=TOL[dtype])
@@ -425,7 +410,7 @@ def test_write_embedding_from_store_and_save_load(tmp_path):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(500, 3))
     y = np.where(rng.random(500) < 0.5, 1, -1)
-    src = _dataset_store(tmp_path / "ds.zarr", X, y, rows=100)
+    src = dataset_store(tmp_path / "ds.zarr", X, y, rows=100)
     m = KMeansNystroem(25, random_state=1, batch_size=64).fit(src)
     for codec in ("none", "zstd"):
         ds = m.write_embedding(src, tmp_path / f"emb-{codec}.zarr", compressor=codec)
@@ -492,7 +477,7 @@ def test_cluster_gives_the_same_embedding(dask_cluster_client, tmp_path):
     rng = np.random.default_rng(10)
     X = rng.normal(size=(1500, 4)).astype(np.float32)
     y = np.where(rng.random(1500) < 0.3, 1, -1)
-    src = _dataset_store(tmp_path / "ds.zarr", X, y, rows=300)
+    src = dataset_store(tmp_path / "ds.zarr", X, y, rows=300)
     results = {}
     for sched in ("threads", dask_cluster_client):
         key = "threads" if sched == "threads" else "cluster"
