@@ -48,7 +48,9 @@ from _common import (  # noqa: E402
 
 OUT = os.path.join(CACHE_DIR, "covtype_capacity")
 MS = (4096, 8192, 16384, 32768)
-STEPS = ("select", "kernel", "floor", "cg", "gamma", "xgboost", "nbauc1600")
+STEPS = ("select", "auto", "kernel", "floor", "cg", "gamma", "xgboost", "nbauc1600")
+#: centres of the default-arguments fit (its width walked at this scale)
+AUTO_M = 8192
 #: the bandwidth against m on a subsample: training rows, validation rows, sizes, multipliers
 GAMMA_ROWS, GAMMA_VAL, GAMMA_MS, GAMMA_MULTS = 100_000, 50_000, (4096, 8192), (2, 4, 8)
 SEED = 0
@@ -69,9 +71,37 @@ def _cached(key: str, force: bool, fn):
     return row if row is not None else _save(key, fn())
 
 
-def _model_path(m: int) -> str:
-    """The fitted KernelAUC at m centres: the next size of the path starts from it."""
-    return os.path.join(OUT, f"model-m{m}.pkl")
+def _kernel_key(m: int, mult: float | None) -> str:
+    """Cache key of a kernel row: the selection's width, or ``-x{mult}`` for a given one."""
+    return f"kernel-m{m}" + ("" if mult is None else f"-x{mult:g}")
+
+
+def _model_path(key: str) -> str:
+    """The fitted KernelAUC of a kernel row: the next size of the path starts from it."""
+    return os.path.join(OUT, key.replace("kernel-", "model-") + ".pkl")
+
+
+def _warm_model(m: int, gamma: float):
+    """``(model, key)`` of the largest kept model with fewer than m centres (of those, the
+    width nearest ``gamma``), or (None, None): a later session resumes the path from it."""
+    kept = []
+    for name in os.listdir(OUT) if os.path.isdir(OUT) else ():
+        if name.startswith("model-m") and name.endswith(".pkl"):
+            size = int(name[len("model-m"):-len(".pkl")].split("-")[0])
+            if size < m:
+                with open(os.path.join(OUT, name), "rb") as fh:
+                    model = pickle.load(fh)
+                kept.append((size, -abs(np.log(model.gamma_ / gamma)), name, model))
+    if not kept:
+        return None, None
+    _, _, name, model = max(kept, key=lambda t: t[:2])
+    return model, name[len("model-"):-len(".pkl")]
+
+
+def _keep_model(key: str, est) -> None:
+    with open(_model_path(key) + ".tmp", "wb") as fh:
+        pickle.dump(est, fh)
+    os.replace(_model_path(key) + ".tmp", _model_path(key))
 
 
 def _load(key: str):
@@ -116,7 +146,8 @@ def step_kernel(est, Xd, ytr, Xte, yte, m, rates):
     cg = [h.get("cg_iter", 0) for h in est.history_[1:]]
     floor = 2.0 * n * m * (d + 2) / rates["tile_2workers"]
     per_pass = (solve_iter_s - refactor) / max(est.passes_, 1)
-    return {"m": m, "test_auc": auc, "fit_seconds": fit_s, "score_seconds": score_s,
+    return {"m": m, "gamma": est.gamma_, "lam": est.lam_, "test_auc": auc,
+            "fit_seconds": fit_s, "score_seconds": score_s,
             "timings": est.timings_, "preconditioner": pc, "newton_steps": est.n_iter_,
             "converged": est.converged_, "cg_per_newton": cg, "cg_total": int(sum(cg)),
             "passes": est.passes_, "iteration_seconds": solve_iter_s,
@@ -153,9 +184,11 @@ def step_floor(Xd, m, gamma, rates):
             "ratio_gemm": best * rates["gemm32_2threads"] / flops}
 
 
-def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000):
-    """CG steps per Newton step on a stratified subsample: pairs / mean preconditioner / none
-    (capped at 100 steps), three Newton steps from zero."""
+def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000, max_iter=8):
+    """CG steps per Newton step on a random 50,000-row subsample at the full data's lam (the
+    conditioning of the full problem; a lam moved to 50,000 rows is 3x larger and easy):
+    pairs / mean preconditioner / none, KernelAUC's tolerances (tol 1e-3, cg_tol 0.1, at most
+    100 CG steps), at most ``max_iter`` Newton steps from zero."""
     from daskauc.solvers.kernel_newton import kernel_pairwise_newton
 
     rng = np.random.default_rng(SEED)
@@ -166,11 +199,12 @@ def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000):
     for name, kw in (("pairs", {"weighting": "pairs"}), ("mean", {"weighting": "mean"}),
                      ("none", {"precondition": False})):
         t0 = time.perf_counter()
-        res = kernel_pairwise_newton(X, y, X[cidx], gamma=gamma, lam=lam * (len(ytr) / rows)
-                                     ** 0.5, max_iter=3, max_cg=100, centre_labels=y[cidx],
-                                     **kw)
+        res = kernel_pairwise_newton(X, y, X[cidx], gamma=gamma, lam=lam, max_iter=max_iter,
+                                     max_cg=100, centre_labels=y[cidx], **kw)
         out[name] = {"cg_per_newton": [h.get("cg_iter", 0) for h in res.history[1:]],
                      "cg_residual": [h.get("cg_rel_residual") for h in res.history[1:]],
+                     "rel_grad_norm": res.history[-1]["rel_grad_norm"],
+                     "converged": res.converged, "passes": res.state["passes"],
                      "seconds": time.perf_counter() - t0}
     return out
 
@@ -203,7 +237,7 @@ def step_xgboost(Xtr, ytr, Xte, yte, rounds, depth):
     from daskauc.metrics import roc_auc
 
     t0 = time.perf_counter()
-    clf = xgb.XGBClassifier(n_estimators=rounds, max_depth=depth, learning_rate=0.1,
+    clf = xgb.XGBClassifier(n_estimators=rounds, max_depth=depth,  # default eta 0.3
                             tree_method="hist", n_jobs=2, random_state=SEED)
     clf.fit(Xtr, (ytr > 0).astype(int))
     fit_s = time.perf_counter() - t0
@@ -212,15 +246,16 @@ def step_xgboost(Xtr, ytr, Xte, yte, rounds, depth):
             "fit_seconds": fit_s}
 
 
-def step_nbauc1600(Xd, ytr, Xte, yte):
+def step_nbauc1600(Xtr, ytr, Xte, yte):
     """The NBAUC preset as in the reproduction: 1,600 k-means landmarks, gamma = 1/b,
-    C = 2^-10 (chosen there by 3-fold CV on the 80,000-row subsample)."""
+    C = 2^-10 (chosen there by 3-fold CV on the 80,000-row subsample); numpy rows, threaded
+    scheduler (2 threads)."""
     from daskauc import NBAUC
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = NBAUC(C=2.0**-10, random_state=SEED).fit(Xd, ytr)
+        est = NBAUC(C=2.0**-10, random_state=SEED).fit(Xtr, ytr)
     return {"method": "NBAUC, 1,600 k-means landmarks (materialized)",
             "test_auc": est.score(Xte, yte), "fit_seconds": time.perf_counter() - t0,
             "timings": est.timings_}
@@ -369,6 +404,9 @@ def main(argv=None):
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true", help="only rewrite the report")
     ap.add_argument("--memory-limit", default="6GiB", help="per worker")
+    ap.add_argument("--gamma-multiplier", type=float, default=None,
+                    help="kernel step: gamma = this / b instead of the selection's (the width "
+                         "measured at the final scale, e.g. by the gamma step)")
     args = ap.parse_args(argv)
     ms = [int(v) for v in args.m.split(",")]
     steps = set(args.steps.split(","))
@@ -399,25 +437,42 @@ def main(argv=None):
                           lambda: step_select(Xd, ytr, Xte, yte))
             logging.info("chosen gamma %.4g (%g/b), lam %.3g", sel["gamma"],
                          sel["gamma_multiplier"], sel["lam"])
+        if "auto" in steps and (args.force or _load(f"kernel-m{AUTO_M}-auto") is None):
+            # KernelAUC with default arguments at AUTO_M centres: the selection, then the
+            # width walked at AUTO_M centres on 100,000 rows, then the full fit
+            from daskauc import KernelAUC
+
+            est = KernelAUC(random_state=SEED)
+            row = step_kernel(est, Xd, ytr, Xte, yte, AUTO_M, rates)
+            _save(f"kernel-m{AUTO_M}-auto", {**row, "selection": est.selection_,
+                                            "gamma_multiplier": est.selection_[
+                                                "gamma_multiplier"]})
+            _keep_model(f"kernel-m{AUTO_M}-auto", est)
         if "kernel" in steps:
             from daskauc import KernelAUC
 
-            est = KernelAUC(gamma=sel["gamma"], lam=sel["lam"], solver="kernel",
-                            warm_start=True, random_state=SEED)
-            prev = None  # the path warm-starts each size from the one before (kept on disk)
+            gamma = sel["gamma"]
+            if args.gamma_multiplier is not None:
+                gamma = args.gamma_multiplier * sel["gamma"] / sel["gamma_multiplier"]
+            # the path warm-starts each size from the one before (kept on disk)
+            est, prev = _warm_model(min(ms), gamma)
+            if est is None:
+                est = KernelAUC(lam=sel["lam"], solver="kernel", warm_start=True,
+                                random_state=SEED)
             for m in sorted(ms):
-                if _load(f"kernel-m{m}") is not None and not args.force:
-                    if os.path.exists(_model_path(m)):
-                        with open(_model_path(m), "rb") as fh:
+                key = _kernel_key(m, args.gamma_multiplier)
+                if _load(key) is not None and not args.force:
+                    if os.path.exists(_model_path(key)):
+                        with open(_model_path(key), "rb") as fh:
                             est = pickle.load(fh)
-                        prev = m
+                        prev = key
                     continue
-                row = step_kernel(est, Xd, ytr, Xte, yte, m, rates)
-                _save(f"kernel-m{m}", {**row, "warm_start_from": prev})
-                with open(_model_path(m) + ".tmp", "wb") as fh:
-                    pickle.dump(est, fh)
-                os.replace(_model_path(m) + ".tmp", _model_path(m))
-                prev = m
+                # at a new width the previous size's function is interpolated at the centres
+                row = step_kernel(est.set_params(gamma=gamma), Xd, ytr, Xte, yte, m, rates)
+                _save(key, {**row, "gamma_multiplier": gamma * sel["gamma_multiplier"]
+                            / sel["gamma"], "warm_start_from": prev})
+                _keep_model(key, est)
+                prev = key
         if "floor" in steps:
             _cached("floor-m16384", args.force,
                     lambda: step_floor(Xd, 16384, (sel or _load("select"))["gamma"], rates))
@@ -431,8 +486,12 @@ def main(argv=None):
                     _cached(f"gamma-m{m}-x{mult}", args.force,
                             lambda m=m, g=mult: step_gamma(client, Xtr, ytr, Xte, yte, m, g,
                                                            sel or _load("select")))
-        if "nbauc1600" in steps:
-            _cached("nbauc1600", args.force, lambda: step_nbauc1600(Xd, ytr, Xte, yte))
+    if "nbauc1600" in steps:  # threaded, like xgboost: the k-means epochs stream their chunks
+        # with a local scheduler, which cannot see rows persisted on a cluster (issue 14)
+        import dask
+
+        with dask.config.set(scheduler="threads"):
+            _cached("nbauc1600", args.force, lambda: step_nbauc1600(Xtr, ytr, Xte, yte))
     if "xgboost" in steps:
         for rounds, depth in ((200, 8), (1000, 10)):
             _cached(f"xgboost-{rounds}-{depth}", args.force,
