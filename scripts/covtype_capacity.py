@@ -98,6 +98,13 @@ def _warm_model(m: int, gamma: float):
     return model, name[len("model-"):-len(".pkl")]
 
 
+def _standardized(X: np.ndarray) -> np.ndarray:
+    """Rows scaled as KernelAUC's default StandardScaler scales them (float32)."""
+    mean = X.mean(axis=0, dtype=np.float64)
+    std = X.std(axis=0, dtype=np.float64)
+    return ((X - mean) / np.where(std > 0, std, 1.0)).astype(np.float32)
+
+
 def _keep_model(key: str, est) -> None:
     with open(_model_path(key) + ".tmp", "wb") as fh:
         pickle.dump(est, fh)
@@ -171,20 +178,20 @@ def step_floor(Xd, m, gamma, rates):
     X = Xd.rechunk({0: kernel_row_chunks(n, m, d, 2)}).persist()
     dask.compute(X.sum())
     times = []
-    for _ in range(3):
+    for _ in range(5):
         t0 = time.perf_counter()
         kernel_scores(X, C, gamma, alpha).compute()
         times.append(time.perf_counter() - t0)
     best = min(times)
     flops = 2.0 * n * m * (d + 2)
-    return {"m": m, "seconds": best, "all_seconds": times, "flops": flops,
+    return {"m": m, "gamma": gamma, "seconds": best, "all_seconds": times, "flops": flops,
             "floor_tile_seconds": flops / rates["tile_2workers"],
             "floor_gemm_seconds": flops / rates["gemm32_2threads"],
             "ratio_tile": best * rates["tile_2workers"] / flops,
             "ratio_gemm": best * rates["gemm32_2threads"] / flops}
 
 
-def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000, max_iter=8):
+def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000, max_iter=4):
     """CG steps per Newton step on a random 50,000-row subsample at the full data's lam (the
     conditioning of the full problem; a lam moved to 50,000 rows is 3x larger and easy):
     pairs / mean preconditioner / none, KernelAUC's tolerances (tol 1e-3, cg_tol 0.1, at most
@@ -195,7 +202,7 @@ def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000, max_iter=8):
     idx = np.sort(rng.choice(len(ytr), rows, replace=False))
     X, y = Xtr[idx], ytr[idx]
     cidx = np.sort(rng.choice(rows, m, replace=False))
-    out = {"m": m, "rows": rows}
+    out = {"m": m, "rows": rows, "gamma": gamma}
     for name, kw in (("pairs", {"weighting": "pairs"}), ("mean", {"weighting": "mean"}),
                      ("none", {"precondition": False})):
         t0 = time.perf_counter()
@@ -274,7 +281,11 @@ def _power_law(rows):
 
 def report(ms):
     sel = _load("select")
-    kern = [r for r in (_load(f"kernel-m{m}") for m in ms) if r]
+    keys = sorted((k[:-5] for k in os.listdir(OUT) if k.startswith("kernel-m")),
+                  key=lambda k: (int(k.split("-")[1][1:]), k)) if os.path.isdir(OUT) else []
+    kern = [{**_load(k), "key": k} for k in keys]
+    kern = [r for r in kern if r["m"] in ms]
+    auto = _load(f"kernel-m{AUTO_M}-auto")
     floors = [r for r in (_load(f"floor-m{m}") for m in (16384,)) if r]
     cgs = [r for r in (_load(f"cg-m{m}") for m in (4096, 8192)) if r]
     base = [r for r in (_load(k) for k in ("xgboost-200-8", "xgboost-1000-10", "nbauc1600"))
@@ -297,7 +308,10 @@ def report(ms):
         for r in kern:
             pc = r["preconditioner"]
             rows.append({
-                "m": r["m"], "test AUC": round(r["test_auc"], 4),
+                "m": r["m"], "gamma": f"{r.get('gamma_multiplier', sel['gamma_multiplier']):g}/b",
+                "start": ("default arguments" if r["key"].endswith("-auto") else
+                          (r.get("warm_start_from") or "cold").replace("kernel-", "")),
+                "test AUC": round(r["test_auc"], 4),
                 "fit s": round(r["fit_seconds"], 1),
                 "centres s": round(r["timings"]["centres"], 1),
                 "K_mm s": round(pc.get("kernel", 0), 1),
@@ -313,7 +327,14 @@ def report(ms):
                 "peak worker GiB": round(r["memory"]["peak_worker_gib"], 2),
                 "n x m x 4 GiB": round(r["n_x_m_x_4_gib"], 1),
             })
-        md += ["## Kernel basis (uniform centres, pairs preconditioner)", "", md_table(rows), ""]
+        md += ["## Kernel basis (uniform centres, pairs preconditioner)", "",
+               "`start`: the model the fit was warm-started from (same width: its "
+               "coefficients; another width: its function interpolated at the centres); "
+               "`default arguments`: `KernelAUC(n_centres=m)` with everything chosen "
+               "(selection and width walk included in `fit s`; its peak worker memory is the "
+               "walk's 100,000 x 8,192 embedding, which the cost switch chose for the walk's "
+               "fits).",
+               "", md_table(rows), ""]
         md += ["`s/pass` is the time of the Newton and CG iterations, less the refactorizations "
                "of A, over the passes they made (the client's triangular solves and the sorts "
                "included); `floor` is 2 n m (d + 2) flops at "
@@ -321,15 +342,33 @@ def report(ms):
                "each, as the workers); `lauum/T W T'` "
                "includes every refactorization of A. CG steps per Newton step: "
                + "; ".join(f"m = {r['m']}: {r['cg_per_newton']}" for r in kern) + ".", ""]
-        if len(kern) >= 3:
-            a, b = _power_law(kern)
-            md += [f"Power law fitted to these rows: 1 - AUC = {a:.3g} m^-{b:.3f}; it predicts "
-                   f"{1 - a * 65536.0**-b:.4f} at m = 65,536 and {1 - a * 131072.0**-b:.4f} "
-                   f"at m = 131,072.", ""]
+        for width in sorted({r.get("gamma_multiplier", sel["gamma_multiplier"]) for r in kern}):
+            part = {r["m"]: r for r in kern
+                    if r.get("gamma_multiplier", sel["gamma_multiplier"]) == width}
+            if len(part) < 2:
+                continue
+            a, b = _power_law(list(part.values()))
+            md += [f"Power law through the {len(part)} sizes at {width:g}/b: 1 - AUC = "
+                   f"{a:.3g} m^-{b:.3f}; it predicts {1 - a * 32768.0**-b:.4f} at m = 32,768, "
+                   f"{1 - a * 65536.0**-b:.4f} at 65,536 and {1 - a * 131072.0**-b:.4f} at "
+                   f"131,072 (and 0.98 at m = {(a / 0.02) ** (1 / b):,.0f}).", ""]
+    if auto and "width_walk" in auto["selection"]:
+        w = auto["selection"]["width_walk"]
+        md += ["## The width walk of the default-arguments fit", "",
+               f"`KernelAUC(n_centres={AUTO_M})`: the selection chose "
+               f"{w['table'][0]['gamma_multiplier']:g}/b on its 20,000-row subsample with "
+               f"{auto['selection']['n_centres']:,} centres; the walk "
+               f"({w['centres']:,} centres, {w['rows']:,} training and "
+               f"{w['validation_rows']:,} validation rows, lam = {w['lam']:.3g}) took "
+               f"{w['seconds']:.0f} s and chose {auto['selection']['gamma_multiplier']:g}/b.", "",
+               md_table([{"gamma": f"{t['gamma_multiplier']:g}/b",
+                          "validation AUC": round(t["val_auc"], 4), "route": t["route"],
+                          "Newton": t["n_iter"], "passes": t["passes"],
+                          "seconds": round(t["seconds"], 1)} for t in w["table"]]), ""]
     if floors:
         f = floors[0]
         md += ["## One pass at m = 16,384", "",
-               f"`K alpha` over all 464,810 rows (one compute, best of 3): {f['seconds']:.2f} s; "
+               f"`K alpha` over all 464,810 rows (one compute, best of 5): {f['seconds']:.2f} s; "
                f"2 n m (d + 2) = {f['flops']:.3g} flops take {f['floor_tile_seconds']:.2f} s at "
                f"the kernel-tile GEMM rate ({rates.get('tile_2workers', 0) / 1e9:.0f} GFLOP/s "
                f"on 2 single-threaded workers) and {f['floor_gemm_seconds']:.2f} s at the "
@@ -342,10 +381,18 @@ def report(ms):
             for name in ("pairs", "mean", "none"):
                 rows.append({"m": c["m"], "preconditioner": name,
                              "CG per Newton step": c[name]["cg_per_newton"],
+                             "passes": c[name].get("passes"),
+                             "|grad| / |grad0| reached": f"{c[name].get('rel_grad_norm', 0):.1e}",
+                             "converged": c[name].get("converged"),
                              "seconds": round(c[name]["seconds"], 1)})
         md += ["## CG steps with and without the preconditioner", "",
-               f"{cgs[0]['rows']:,}-row stratified subsample, three Newton steps from zero, "
-               "cg_tol = 0.1, at most 100 CG steps per Newton step.", "", md_table(rows), ""]
+               f"A random {cgs[0]['rows']:,}-row subsample at the full data's lam (the "
+               "conditioning of the full problem), gamma = "
+               f"{cgs[0].get('gamma', sel['gamma']) * sel['gamma_multiplier'] / sel['gamma']:g}/b, "
+               "KernelAUC's tolerances "
+               "(tol = 1e-3, cg_tol = 0.1, at most 100 CG steps per Newton step), at most 4 "
+               "Newton steps from zero. `none` still measures residuals in the whitened norm.",
+               "", md_table(rows), ""]
     gam = [r for r in (_load(f"gamma-m{m}-x{g}") for m in GAMMA_MS for g in GAMMA_MULTS) if r]
     if gam:
         md += ["## The width against m on a subsample", "",
@@ -370,18 +417,22 @@ def report(ms):
 
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
         ms_ = [r["m"] for r in kern]
-        ax1.plot(ms_, [r["test_auc"] for r in kern], "o-", label="kernel basis (NBAUC loss)")
+        for width in sorted({r.get("gamma_multiplier", sel["gamma_multiplier"]) for r in kern}):
+            part = [r for r in kern if r.get("gamma_multiplier", sel["gamma_multiplier"])
+                    == width]
+            ax1.plot([r["m"] for r in part], [r["test_auc"] for r in part], "o-",
+                     label=f"kernel basis, NBAUC loss, gamma = {width:g}/b")
         for r in base:
             ax1.axhline(r["test_auc"], ls="--", lw=1, label=r["method"], color=None)
         ax1.set_xscale("log", base=2)
         ax1.set_xlabel("centres m")
         ax1.set_ylabel("test AUC")
         ax1.legend(fontsize=7)
-        ax2.plot(ms_, [r["fit_seconds"] for r in kern], "o-", label="fit")
-        ax2.plot(ms_, [r["iteration_seconds"] for r in kern], "s-", label="Newton/CG iterations")
+        ax2.plot(ms_, [r["fit_seconds"] for r in kern], "o", label="fit")
+        ax2.plot(ms_, [r["iteration_seconds"] for r in kern], "s", label="Newton/CG iterations")
         ax2.plot(ms_, [sum(r["preconditioner"].get(k, 0) for k in
                            ("kernel", "cholesky_T", "lauum", "cholesky_A")) for r in kern],
-                 "^-", label="preconditioner")
+                 "^", label="preconditioner")
         ax2.set_xscale("log", base=2)
         ax2.set_yscale("log")
         ax2.set_xlabel("centres m")
@@ -456,6 +507,8 @@ def main(argv=None):
                 gamma = args.gamma_multiplier * sel["gamma"] / sel["gamma_multiplier"]
             # the path warm-starts each size from the one before (kept on disk)
             est, prev = _warm_model(min(ms), gamma)
+            if est is not None and abs(est.gamma_ / gamma - 1.0) < 1e-9:
+                gamma = est.gamma_  # the same width, to the bit: its coefficients carry over
             if est is None:
                 est = KernelAUC(lam=sel["lam"], solver="kernel", warm_start=True,
                                 random_state=SEED)
@@ -468,18 +521,28 @@ def main(argv=None):
                         prev = key
                     continue
                 # at a new width the previous size's function is interpolated at the centres
-                row = step_kernel(est.set_params(gamma=gamma), Xd, ytr, Xte, yte, m, rates)
+                row = step_kernel(est.set_params(gamma=gamma, lam=sel["lam"], solver="kernel",
+                                                 warm_start=True),
+                                  Xd, ytr, Xte, yte, m, rates)
                 _save(key, {**row, "gamma_multiplier": gamma * sel["gamma_multiplier"]
                             / sel["gamma"], "warm_start_from": prev})
                 _keep_model(key, est)
                 prev = key
+        if steps & {"floor", "cg"}:
+            # the solvers below take rows as KernelAUC sees them: standardized (the loader's
+            # rows are raw, where every kernel value between two rows underflows to 0)
+            Xtr_s = _standardized(Xtr)
         if "floor" in steps:
+            # at the width the default arguments chose (the selection's before that run)
+            width = _load(f"kernel-m{AUTO_M}-auto") or sel or _load("select")
             _cached("floor-m16384", args.force,
-                    lambda: step_floor(Xd, 16384, (sel or _load("select"))["gamma"], rates))
-        if "cg" in steps:
+                    lambda: step_floor(to_cluster(client, Xtr_s, 50_000), 16384,
+                                       width["gamma"], rates))
+        if "cg" in steps:  # at the chosen width too
+            width = _load(f"kernel-m{AUTO_M}-auto") or sel
             for m in (4096, 8192):
                 _cached(f"cg-m{m}", args.force,
-                        lambda m=m: step_cg(Xtr, ytr, m, sel["gamma"], sel["lam"]))
+                        lambda m=m: step_cg(Xtr_s, ytr, m, width["gamma"], sel["lam"]))
         if "gamma" in steps:
             for m in GAMMA_MS:
                 for mult in GAMMA_MULTS:
