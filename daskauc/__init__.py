@@ -13,6 +13,7 @@ from .data import (
     train_test_split,
     write_dataset,
 )
+from .data.store import StoreIntegrityError
 from .embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures, load_embedding_map
 from .estimators.kernel import KernelAUC
 from .estimators.least_squares import LSAUC, OPAUC, SOLAM, SPAM, SPDAM, TwoPassAUC
@@ -20,7 +21,7 @@ from .estimators.online import OAM, UnivariateAUC
 from .estimators.pairwise_sgd import PairwiseHingeSGD
 from .estimators.presets import NBAUC, NOAM, NSAUC, NSOLAM, NSVMSGD2, RFAUC, KernelRankSVM
 from .estimators.ranksvm import RankSVM, cv_select_C
-from .io import load_model, save_model
+from .io import ModelFileError, load_model, save_model
 from .metrics import roc_auc, roc_curve
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "NSAUC", "NSVMSGD2", "NBAUC", "RFAUC", "KernelRankSVM", "NOAM", "NSOLAM",
     "KernelAUC", "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
     "load_model", "save_model", "roc_auc", "roc_curve",
+    "StoreIntegrityError", "ModelFileError",
 ]

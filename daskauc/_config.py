@@ -30,8 +30,16 @@ EIG_TOL = 1e-8
 #: attribute that marks a Zarr store as completely written (written last).
 COMPLETE_ATTR = "daskauc_complete"
 
-#: format version written into every store daskauc creates.
-STORE_FORMAT = 1
+#: append a CRC32C checksum to every chunk daskauc writes (verified on every read). Off only
+#: to measure its cost (scripts/bench_integrity.py); stores written without it still open.
+CHECKSUMS = True
+
+#: attribute listing every chunk file of a store and its size, written by the commit.
+MANIFEST_ATTR = "daskauc_chunks"
+
+#: format version written into every store daskauc creates (2: per-chunk CRC32C checksums,
+#: every chunk written, the chunk record of MANIFEST_ATTR).
+STORE_FORMAT = 2
 
 
 def chunk_rows_for(n_columns: int, itemsize: int, n_rows: int | None = None) -> int:

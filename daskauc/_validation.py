@@ -88,6 +88,7 @@ def as_row_chunked(
     or embedding store (its ``X``). Integer and boolean data become float64. Dask input must
     have known chunk sizes. Non-finite values raise when the data is read.
     """
+    reject_sparse(X, name)
     if is_store_path(X):
         from .data.store import open_dataset
 
@@ -109,6 +110,7 @@ def as_row_chunked(
                 f"{name} has unknown chunk sizes (typically after boolean indexing or from a "
                 "dask dataframe); call X.compute_chunk_sizes() or use to_dask_array(lengths=True)"
             )
+        check_not_empty(X.shape, name)
         target = _float_dtype(X.dtype, name, dtype)
         if X.dtype != target:
             X = X.astype(target)
@@ -128,6 +130,7 @@ def as_row_chunked(
             raise ValueError(
                 f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}"
             )
+        check_not_empty(arr.shape, name)
         arr = np.ascontiguousarray(arr, dtype=_float_dtype(arr.dtype, name, dtype))
         rows = chunk_rows or _config.chunk_rows_for(arr.shape[1], arr.itemsize, arr.shape[0])
         return numpy_row_blocks(arr, max(1, rows), name=name, check=check_finite_values)
@@ -136,6 +139,24 @@ def as_row_chunked(
         f"{name} must be a numpy array, a dask array, a zarr array or a store path; "
         f"got {type(X).__name__}"
     )
+
+
+def reject_sparse(X, name: str = "X") -> None:
+    """Sparse matrices are not read (every solver streams dense row blocks): say so, rather
+    than failing on an object dtype."""
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+        raise TypeError(
+            f"{name} is a sparse {type(X).__name__}; daskauc reads dense data: pass "
+            f"{name}.toarray() when it fits in memory, or write it as a LIBSVM file and "
+            "ingest that (it is densified chunk by chunk)")
+
+
+def check_not_empty(shape, name: str = "X") -> None:
+    """At least one row and one feature (an empty X would fit an empty model)."""
+    if shape[0] == 0:
+        raise ValueError(f"{name} has 0 samples (shape={tuple(shape)}); at least 1 is required")
+    if shape[1] == 0:
+        raise ValueError(f"{name} has 0 features (shape={tuple(shape)}); at least 1 is required")
 
 
 def numpy_row_blocks(arr: np.ndarray, rows: int, *, name: str = "X",

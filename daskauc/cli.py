@@ -90,6 +90,14 @@ class _Step:
 
 
 # -- subcommands ------------------------------------------------------------------------------
+def _check_outputs(args, *paths) -> None:
+    """Refuse existing outputs (without --overwrite) before any work is done."""
+    from .data.store import check_writable
+
+    for path in paths:
+        check_writable(path, overwrite=args.overwrite)
+
+
 def cmd_ingest(args) -> int:
     from .data.ingest import ingest
     from .data.split import split_store
@@ -100,6 +108,7 @@ def cmd_ingest(args) -> int:
                   overwrite=args.overwrite)
     if args.positive_classes:
         kwargs["positive_classes"] = [_parse_value(v) for v in args.positive_classes.split(",")]
+    _check_outputs(args, args.store, *(args.split or ()))
     with _Step(f"ingest {args.source} -> {args.store}"):
         ds = ingest(args.source, args.store, **kwargs)
     a = ds.attrs
@@ -116,6 +125,7 @@ def cmd_ingest(args) -> int:
 def cmd_split(args) -> int:
     from .data.split import split_store
 
+    _check_outputs(args, args.train, args.test)
     with _Step(f"split {args.store}"):
         split_store(args.store, args.train, args.test, test_size=args.test_size,
                     random_state=args.seed, overwrite=args.overwrite)
@@ -126,13 +136,17 @@ def cmd_embed(args) -> int:
     from .data.store import open_dataset
     from .embed.nystroem import KMeansNystroem, load_embedding_map
 
+    # inputs and outputs are checked before the cluster starts and before any work
+    _check_outputs(args, args.out, *(out for _, out in args.also or []))
+    fmap = load_embedding_map(args.map) if args.map else None
+    ds = open_dataset(args.source)
+    for src, _ in args.also or []:
+        open_dataset(src)
     with _cluster(args):
-        if args.map:
-            fmap = load_embedding_map(args.map)
+        if fmap is not None:
             with _Step(f"map {args.source} -> {args.out} with the map of {args.map}"):
                 fmap.write_embedding(args.source, args.out, overwrite=args.overwrite)
             return 0
-        ds = open_dataset(args.source)
         scaler = None
         if not args.no_standardize:
             from .data.scale import StandardScaler
@@ -184,17 +198,30 @@ def cmd_fit(args) -> int:
     if "random_state" in valid and args.seed is not None:
         params["random_state"] = args.seed
     est = cls(**params)
-    with _cluster(args):
-        from .data.store import open_dataset
+    from .data.store import open_dataset
 
-        train = open_dataset(args.store)
-        validation = None
-        kwargs = {}
-        if args.validation:
-            v = open_dataset(args.validation)
-            validation = (v.X, v.y)
-            if "validation" in est.fit.__code__.co_varnames:
-                kwargs["validation"] = validation
+    # the model's path is checked before the fit (a refused save after it would lose the
+    # model) and the inputs before the cluster starts
+    _check_outputs(args, args.model)
+    train = open_dataset(args.store)
+    validation = None
+    kwargs = {}
+    if args.validation:
+        v = open_dataset(args.validation)
+        validation = (v.X, v.y)
+        if "validation" in est.fit.__code__.co_varnames:
+            kwargs["validation"] = validation
+    if args.checkpoint:
+        if "checkpoint" not in est.fit.__code__.co_varnames or not (
+                {"n_epochs", "max_iter"} & set(est.get_params())):
+            print(f"--checkpoint: {type(est).__name__} has no epochs or steps to checkpoint",
+                  file=sys.stderr)
+            return 2
+        kwargs.update(checkpoint=args.checkpoint, resume=args.resume)
+    elif args.resume:
+        print("--resume needs --checkpoint PATH", file=sys.stderr)
+        return 2
+    with _cluster(args):
         with _Step(f"fit {args.method} on {args.store}"):
             est.fit(train.X, train.y, **kwargs)
         save_model(est, args.model, overwrite=args.overwrite)
@@ -210,8 +237,8 @@ def cmd_evaluate(args) -> int:
     from .metrics import roc_auc
 
     est = load_model(args.model)
+    ds = open_dataset(args.store)
     with _cluster(args):
-        ds = open_dataset(args.store)
         with _Step(f"evaluate on {args.store}"):
             auc = float(roc_auc(ds.y, est.decision_function(ds.X)))
     print(json.dumps({"model": args.model, "store": args.store, "auc": auc}))
@@ -336,6 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="any other estimator parameter (JSON value)")
     p.add_argument("--validation", default=None, help="store whose AUC is reported")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="save the model with its solver state here after every epoch or "
+                        "Newton step (atomically)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the fit saved at --checkpoint (the same model as an "
+                        "uninterrupted fit, bit for bit)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_fit)
@@ -381,9 +414,28 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
+            NotADirectoryError, PermissionError) as exc:
         print(f"daskauc {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        if not _cluster_failure(exc):
+            raise
+        print(f"daskauc {args.command}: error: the Dask cluster failed ({type(exc).__name__}: "
+              f"{exc or 'no detail'}); nothing was saved by the interrupted step",
+              file=sys.stderr)
+        return 3
+
+
+def _cluster_failure(exc: BaseException) -> bool:
+    """A lost scheduler or workers: connection errors, timeouts, cancelled futures."""
+    import asyncio
+    import concurrent.futures
+
+    from distributed import KilledWorker
+
+    return isinstance(exc, (OSError, TimeoutError, asyncio.TimeoutError, KilledWorker,
+                            concurrent.futures.CancelledError, asyncio.CancelledError))
 
 
 if __name__ == "__main__":  # pragma: no cover

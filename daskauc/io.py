@@ -4,19 +4,21 @@ A model store holds, for the estimator and recursively for every fitted sub-esti
 (``embedding_``, ``solver_``, ``scaler_`` ...): its class name, its constructor parameters,
 numeric fitted arrays as Zarr arrays and everything else fitted (scalars, strings, the
 history) as JSON attributes. Only daskauc's own classes can be loaded, so loading a model
-never imports or runs arbitrary code. Solver state used by ``partial_fit`` is not saved.
+never imports or runs arbitrary code. Loading validates the schema before building anything
+(:class:`ModelFileError` otherwise).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
 import numpy as np
 import zarr
 
-from .data.store import open_store, writing_store
+from .data.store import create_array, open_store, writing_store
 
 
 def _registry() -> dict[str, type]:
@@ -82,30 +84,200 @@ def _write_estimator(group: zarr.Group, est) -> None:
             children.append(name)
             _write_estimator(group.create_group(name), value)
         elif isinstance(value, np.ndarray) and value.dtype.kind in "fiub" and value.ndim >= 1:
-            arr = group.create_array(name, shape=value.shape, dtype=value.dtype,
-                                     chunks=value.shape or None, compressors=None)
+            arr = create_array(group, name, shape=value.shape, dtype=value.dtype,
+                               chunks=value.shape or None, compressors=None)
             arr[...] = value
         else:
             fitted[name] = _jsonable(value)
     attrs["fitted"] = fitted
     attrs["children"] = children
+    state = getattr(est, "_solver_state", None)
+    if state is not None:
+        sub = group.create_group(_STATE_GROUP)
+        sub.attrs["tree"] = _encode_state(state, sub, [0])
     group.attrs.update(attrs)
 
 
-def _read_estimator(group: zarr.Group):
+class ModelFileError(ValueError):
+    """A model store that is not a valid daskauc model (tampered, truncated or foreign)."""
+
+
+def _read_estimator(group: zarr.Group, path: str, where: str = ""):
+    """Build an estimator from a model group, validating the whole schema first: the class is
+    one of daskauc's estimators, the parameters are the class's own, fitted names follow the
+    ``name_`` convention and shadow nothing of the class, every declared child exists, and
+    every array's declared shape matches the bytes stored for it (a tampered shape must not
+    allocate gigabytes)."""
+    from sklearn.base import BaseEstimator
+
+    at = f"{path}{'/' + where if where else ''}"
     attrs = dict(group.attrs)
-    registry = _registry()
-    cls_name = attrs.get("class")
-    if cls_name not in registry:
-        raise ValueError(f"unknown model class {cls_name!r} in store (not a daskauc estimator)")
-    est = registry[cls_name](**_unjson(attrs["params"]))
-    for name, value in attrs.get("fitted", {}).items():
+    for key, kind in (("class", str), ("params", dict), ("fitted", dict), ("children", list)):
+        if not isinstance(attrs.get(key), kind):
+            raise ModelFileError(f"{at}: not a valid daskauc model (attribute {key!r} is "
+                                 f"{'missing' if key not in attrs else 'malformed'})")
+    cls = _registry().get(attrs["class"])
+    if cls is None or not issubclass(cls, BaseEstimator):
+        raise ModelFileError(f"{at}: unknown model class {attrs['class']!r} "
+                             "(not a daskauc estimator)")
+    unknown = sorted(set(attrs["params"]) - set(cls().get_params(deep=False)))
+    if unknown:
+        raise ModelFileError(f"{at}: {cls.__name__} has no parameter(s) {unknown}")
+    arrays = dict(group.arrays())
+    names = [*attrs["fitted"], *attrs["children"], *arrays]
+    for name in names:
+        if not (isinstance(name, str) and name.endswith("_") and not name.startswith("_")
+                and name.isidentifier()) or hasattr(cls, name):
+            raise ModelFileError(f"{at}: {name!r} is not a fitted attribute name of "
+                                 f"{cls.__name__} (it would shadow the class's own)")
+    if len(set(names)) != len(names):
+        raise ModelFileError(f"{at}: a fitted attribute is declared twice")
+    stored = _stored_bytes(group)
+    for name, arr in arrays.items():
+        if arr.dtype.kind not in "fiub":
+            raise ModelFileError(f"{at}: array {name!r} has dtype {arr.dtype}, not numeric")
+        n_chunks = math.prod(math.ceil(s / c) if c else 0
+                             for s, c in zip(arr.shape, arr.chunks, strict=True))
+        expected = arr.nbytes + _crc_bytes(arr) * n_chunks
+        if stored.get(name, 0) != expected:
+            raise ModelFileError(
+                f"{at}: array {name!r} declares shape {arr.shape} {arr.dtype} "
+                f"({expected} bytes with checksums) but {stored.get(name, 0)} bytes are stored")
+    subgroups = dict(group.groups())
+    for name in attrs["children"]:
+        if name not in subgroups:
+            raise ModelFileError(f"{at}: declared sub-estimator {name!r} is missing")
+    extra = sorted(set(subgroups) - set(attrs["children"]) - {_STATE_GROUP})
+    if extra:
+        raise ModelFileError(f"{at}: undeclared group(s) {extra}")
+    state = None
+    if _STATE_GROUP in subgroups:
+        sg = subgroups[_STATE_GROUP]
+        state = _decode_state(sg.attrs.get("tree"), sg, f"{at}/{_STATE_GROUP}")
+    est = cls(**_unjson(attrs["params"]))
+    for name, value in attrs["fitted"].items():
         setattr(est, name, _unjson(value))
-    for name in attrs.get("children", []):
-        setattr(est, name, _read_estimator(group[name]))
-    for name, arr in group.arrays():
+    for name in attrs["children"]:
+        setattr(est, name, _read_estimator(subgroups[name], path, f"{where}/{name}".lstrip("/")))
+    for name, arr in arrays.items():
         setattr(est, name, arr[...])
+    if state is not None:
+        est._solver_state = state
     return est
+
+
+def _crc_bytes(arr: zarr.Array) -> int:
+    """Bytes the crc32c codec appends to each chunk (models are written uncompressed)."""
+    return 4 * any(type(c).__name__ == "Crc32cCodec" for c in arr.metadata.codecs)
+
+
+def _stored_bytes(group: zarr.Group) -> dict[str, int]:
+    """Bytes stored under each array of ``group`` (its chunk files), from the store itself."""
+    from zarr.core.sync import sync
+
+    store, base = group.store_path.store, group.store_path.path
+
+    async def sizes():
+        out: dict[str, int] = {}
+        prefix = f"{base}/" if base else ""
+        async for key in store.list_prefix(prefix):
+            rel = key[len(prefix):]
+            name, _, rest = rel.partition("/")
+            if rest.startswith("c/"):
+                out[name] = out.get(name, 0) + int(await store.getsize(key))
+        return out
+
+    return sync(sizes())
+
+
+_STATE_GROUP = "solver_state"
+
+
+def _state_classes() -> dict[str, type]:
+    """The solver-state dataclasses a model file may rebuild (and nothing else)."""
+    from .solvers.nsauc import PairwiseSGDState
+    from .solvers.oam import OAMState
+    from .solvers.opauc import OPAUCState
+    from .solvers.solam import SOLAMState
+    from .solvers.spam import SPAMState
+    from .solvers.spdam import SPDAMState
+    from .solvers.stats import ClassMeans, ClassStats
+    from .solvers.twopass import TwoPassState
+    from .solvers.univariate import UnivariateState
+
+    return {c.__name__: c for c in (PairwiseSGDState, OAMState, OPAUCState, SOLAMState,
+                                    SPAMState, SPDAMState, ClassMeans, ClassStats,
+                                    TwoPassState, UnivariateState)}
+
+
+def _encode_state(value, group: zarr.Group, counter: list):
+    """A JSON tree of a solver state; arrays go to ``group`` as ``a0``, ``a1``, ... (exact
+    bytes), floats stay exact (JSON writes the shortest repr that reads back the same)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if type(value).__name__ not in _state_classes():
+            raise TypeError(f"cannot save solver state of type {type(value).__name__}")
+        return {"__state__": type(value).__name__,
+                "fields": {f.name: _encode_state(getattr(value, f.name), group, counter)
+                           for f in dataclasses.fields(value)}}
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "fiub":
+            raise TypeError(f"cannot save a solver-state array of dtype {value.dtype}")
+        key = f"a{counter[0]}"
+        counter[0] += 1
+        flat = np.ascontiguousarray(value).reshape(-1)
+        arr = create_array(group, key, shape=flat.shape, dtype=flat.dtype,
+                           chunks=(max(flat.size, 1),), compressors=None)
+        if flat.size:
+            arr[...] = flat
+        return {"__array__": key, "shape": list(value.shape)}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_encode_state(v, group, counter) for v in value]}
+    if isinstance(value, list):
+        return [_encode_state(v, group, counter) for v in value]
+    if isinstance(value, dict):
+        return {"__dict__": {str(k): _encode_state(v, group, counter) for k, v in value.items()}}
+    if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+        return {"__float__": repr(float(value))}
+    return _jsonable(value)
+
+
+def _decode_state(tree, group: zarr.Group, at: str):
+    import dataclasses
+
+    if isinstance(tree, list):
+        return [_decode_state(v, group, at) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    if "__state__" in tree:
+        cls = _state_classes().get(tree["__state__"])
+        fields = tree.get("fields")
+        if cls is None or not isinstance(fields, dict):
+            raise ModelFileError(f"{at}: unknown solver state {tree['__state__']!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(fields) != names:
+            raise ModelFileError(f"{at}: {cls.__name__} fields {sorted(fields)} are not "
+                                 f"{sorted(names)}")
+        return cls(**{k: _decode_state(v, group, at) for k, v in fields.items()})
+    if "__array__" in tree:
+        key, shape = tree["__array__"], tuple(tree.get("shape", ()))
+        arrays = dict(group.arrays())
+        if key not in arrays:
+            raise ModelFileError(f"{at}: solver-state array {key!r} is missing")
+        arr, size = arrays[key], math.prod(shape)
+        if arr.ndim != 1 or arr.shape[0] != size or arr.dtype.kind not in "fiub":
+            raise ModelFileError(f"{at}: solver-state array {key!r} does not hold shape {shape}")
+        if _stored_bytes(group).get(key, 0) != arr.nbytes + _crc_bytes(arr) * (size > 0):
+            raise ModelFileError(f"{at}: solver-state array {key!r} is not fully stored")
+        return arr[...].reshape(shape)
+    if "__tuple__" in tree:
+        return tuple(_decode_state(v, group, at) for v in tree["__tuple__"])
+    if "__dict__" in tree:
+        return {k: _decode_state(v, group, at) for k, v in tree["__dict__"].items()}
+    if "__float__" in tree:
+        return float(tree["__float__"])
+    raise ModelFileError(f"{at}: malformed solver state")
 
 
 def save_model(estimator, path, *, overwrite: bool = False) -> str:
@@ -119,9 +291,13 @@ def save_model(estimator, path, *, overwrite: bool = False) -> str:
 
 
 def load_model(path):
-    """Load an estimator saved by :func:`save_model`."""
+    """Load an estimator saved by :func:`save_model` (its schema validated first; a damaged
+    or foreign store raises :class:`ModelFileError`)."""
     group = open_store(path, kind="model")
-    return _read_estimator(group)
+    try:
+        return _read_estimator(group, os.fspath(path))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ModelFileError(f"{os.fspath(path)}: not a valid daskauc model ({exc!r})") from exc
 
 
 def describe_model(path) -> str:

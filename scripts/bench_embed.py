@@ -149,7 +149,7 @@ def main(argv=None):
     from sklearn.preprocessing import StandardScaler
 
     from daskauc import _config
-    from daskauc.data.store import writing_store
+    from daskauc.data.store import create_array, writing_store
     from daskauc.embed.nystroem import KMeansNystroem, gaussian_kernel
 
     dask.config.set(scheduler="threads")
@@ -176,8 +176,8 @@ def main(argv=None):
     chunk = _config.chunk_rows_for(d, 4, n)
     with writing_store(train_store, kind="dataset", overwrite=True,
                        attrs={"source": "covtype bench"}) as g:
-        g.create_array("X", data=Xtr, chunks=(chunk, d), compressors=None)
-        g.create_array("y", data=ytr, chunks=(chunk,), compressors=None)
+        create_array(g, "X", data=Xtr, chunks=(chunk, d), compressors=None)
+        create_array(g, "y", data=ytr, chunks=(chunk,), compressors=None)
 
     # ---- floors measured here
     rate = gemm_rate()
@@ -240,8 +240,8 @@ def main(argv=None):
     test_store = os.path.join(store_dir, "covtype-test.zarr")
     with writing_store(test_store, kind="dataset", overwrite=True,
                        attrs={"source": "covtype bench"}) as g:
-        g.create_array("X", data=Xte, chunks=(chunk, d), compressors=None)
-        g.create_array("y", data=yte, chunks=(chunk,), compressors=None)
+        create_array(g, "X", data=Xte, chunks=(chunk, d), compressors=None)
+        create_array(g, "y", data=yte, chunks=(chunk,), compressors=None)
     emb_te = model.write_embedding(test_store, os.path.join(store_dir, "covtype-test-emb.zarr"),
                                    overwrite=True)
     emb_tr = open_dataset(emb_store)

@@ -3,7 +3,7 @@
 import numpy as np
 from dask.callbacks import Callback
 
-from daskauc.data.store import writing_store
+from daskauc.data.store import create_array, writing_store
 
 
 class ComputeCounter(Callback):
@@ -20,8 +20,61 @@ class ComputeCounter(Callback):
 def dataset_store(path, X, y, rows):
     """A daskauc dataset store of ``X``, ``y`` with ``rows`` rows per Zarr chunk."""
     with writing_store(path, kind="dataset", attrs={"source": "test"}) as g:
-        zX = g.create_array("X", shape=X.shape, chunks=(rows, X.shape[1]), dtype=X.dtype)
+        zX = create_array(g, "X", shape=X.shape, chunks=(rows, X.shape[1]), dtype=X.dtype)
         zX[...] = X
-        zy = g.create_array("y", shape=y.shape, chunks=(rows,), dtype=np.int8)
+        zy = create_array(g, "y", shape=y.shape, chunks=(rows,), dtype=np.int8)
         zy[...] = y.astype(np.int8)
     return str(path)
+
+
+class ExternalCluster:
+    """A real ``dask scheduler`` and ``dask worker`` processes, started in ``cwd`` (so a path
+    relative to the test's directory does not exist for them) and killed by pid."""
+
+    def __init__(self, tmp_path, cwd, n_workers: int = 1, memory_limit: str = "2GiB"):
+        import os
+        import subprocess
+        import sys
+        import time
+
+        self.tmp_path, self.cwd = tmp_path, cwd
+        os.makedirs(cwd, exist_ok=True)
+        self.scheduler_file = str(tmp_path / "scheduler.json")
+        env = {**os.environ, "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
+        dask_cli = [sys.executable, "-m", "dask"]
+        self.scheduler = subprocess.Popen(
+            [*dask_cli, "scheduler", "--scheduler-file", self.scheduler_file, "--port", "0",
+             "--no-dashboard"], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not os.path.exists(self.scheduler_file):
+            if time.time() > deadline or self.scheduler.poll() is not None:
+                raise RuntimeError("the dask scheduler did not start")
+            time.sleep(0.1)
+        self.workers = [
+            subprocess.Popen(
+                [*dask_cli, "worker", "--scheduler-file", self.scheduler_file, "--nthreads",
+                 "1", "--nworkers", "1", "--no-nanny", "--no-dashboard", "--memory-limit",
+                 memory_limit, "--local-directory", str(tmp_path / f"worker-{i}")],
+                cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for i in range(n_workers)]
+        from distributed import Client
+
+        self.client = Client(scheduler_file=self.scheduler_file, set_as_default=False)
+        self.client.wait_for_workers(n_workers, timeout=60)
+        self.address = self.client.scheduler.address
+
+    def kill_scheduler(self) -> None:
+        import signal
+
+        self.scheduler.send_signal(signal.SIGKILL)
+        self.scheduler.wait()
+
+    def close(self) -> None:
+        import signal
+
+        self.client.close(timeout=5)
+        for p in [*self.workers, self.scheduler]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+            p.wait()

@@ -159,7 +159,7 @@ def test_numeric_label_spellings_are_one_class(tmp_path):
 
 @pytest.mark.parametrize("n_features", [None, 5])
 def test_zero_based_detection(tmp_path, n_features):
-    text = "1 0:1.5 2:2\n-1 1:3\n-1 4:1 0:2\n"
+    text = "1 0:1.5 2:2\n-1 0:3\n\n-1 4:1 0:2\n"  # 0-based throughout (a blank line too)
     src = _write(tmp_path / "z.svm", text)
     ds = ingest(src, tmp_path / "s", n_features=n_features, dtype="float64", chunk_rows=1)
     X_ref, _ = read_libsvm_lines(text.splitlines(), n_features=n_features, zero_based=True)
@@ -168,6 +168,23 @@ def test_zero_based_detection(tmp_path, n_features):
     with pytest.raises(ValueError, match="zero_based=False"):
         ingest(src, tmp_path / "s2", n_features=n_features, zero_based=False)
     assert not (tmp_path / "s2").exists()
+
+
+@pytest.mark.parametrize("n_features", [None, 5])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_stray_zero_index_is_an_error_not_a_rebase(tmp_path, n_features, shuffle):
+    # a 1-based file with one stray "0:" on line 3: read as 0-based, every column would shift
+    text = "1 1:1.5 2:2\n-1 5:3\n-1 4:1 0:2\n1 3:1\n"
+    src = _write(tmp_path / "mixed.svm", text)
+    with pytest.raises(ValueError, match=r"line 3: feature index 0, but line 1 \(and 2 other"):
+        ingest(src, tmp_path / "s", n_features=n_features, shuffle=shuffle)
+    assert not (tmp_path / "s").exists()
+    # asked for explicitly, the file is read 0-based (scikit-learn's loader agrees)
+    ds = ingest(src, tmp_path / "s", n_features=6 if n_features else None, zero_based=True,
+                dtype="float64")
+    X_ref, _ = read_libsvm_lines(text.splitlines(), n_features=6 if n_features else None,
+                                 zero_based=True)
+    np.testing.assert_array_equal(ds.X.compute(), X_ref)
 
 
 # ------------------------------------------------------------------------------ dense text

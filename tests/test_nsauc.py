@@ -80,13 +80,13 @@ def test_numpy_dask_and_zarr_give_the_same_model(tmp_path):
         da.from_array(X, chunks=X.shape), da.from_array(y, chunks=y.shape))
     np.testing.assert_array_equal(m_np.coef_, m_da.coef_)
     # many chunks: a dask array and the Zarr store written from it agree exactly
-    from daskauc.data.store import open_dataset, writing_store
+    from daskauc.data.store import create_array, open_dataset, writing_store
 
     Xd = da.from_array(X, chunks=(300, X.shape[1]))
     yd = da.from_array(y.astype(np.int8), chunks=300)
     with writing_store(tmp_path / "ds.zarr", kind="dataset") as g:
-        zx = g.create_array("X", shape=X.shape, dtype=X.dtype, chunks=(300, X.shape[1]))
-        zy = g.create_array("y", shape=y.shape, dtype=np.int8, chunks=(300,))
+        zx = create_array(g, "X", shape=X.shape, dtype=X.dtype, chunks=(300, X.shape[1]))
+        zy = create_array(g, "y", shape=y.shape, dtype=np.int8, chunks=(300,))
         da.store([Xd, yd], [zx, zy])
     m_many = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=7).fit(Xd, yd)
     m_zarr = PairwiseHingeSGD(lam=1e-4, n_epochs=2, random_state=7).fit(

@@ -321,9 +321,13 @@ def _parse_dense(
 @njit(nogil=True, cache=True)
 def _scan_libsvm(
     buf,  # IN  uint8[:]
-    stats,  # INOUT int64[3] [rows, max index, min index]
+    stats,  # INOUT int64[8] [rows, max index, min index, rows with index 0, rows with an
+    #         index, lines read, line of the first index 0, line of the first row with
+    #         indices but no index 0]; lines are 1-based and count blank and comment lines
 ):
-    """Count the rows and the extreme feature indices of complete LIBSVM lines.
+    """Count the rows and the extreme feature indices of complete LIBSVM lines, and where
+    index 0 occurs (a file is read as 0-based in "auto" mode only if every row with indices
+    has index 0; a stray ``0:`` in a 1-based file must not re-base it).
 
     Malformed tokens are skipped here; the parse pass reports them with their line.
     """
@@ -332,11 +336,14 @@ def _scan_libsvm(
     while pos < n:
         e = _line_end(buf, pos, n)
         ce = _content_end(buf, pos, e)
+        stats[5] += 1
         p = pos
         while p < ce and _is_ws(buf[p]):
             p += 1
         if p < ce:
             stats[0] += 1
+            has_index = False
+            has_zero = False
             while p < ce and not _is_ws(buf[p]):  # the label
                 p += 1
             while p < ce:
@@ -353,19 +360,30 @@ def _scan_libsvm(
                         idx = idx * 10 + (c - 48)
                     p += 1
                 if p < ce and buf[p] == _COLON and digits and p > ts:
+                    has_index = True
+                    if idx == 0:
+                        has_zero = True
                     if idx > stats[1]:
                         stats[1] = idx
                     if idx < stats[2]:
                         stats[2] = idx
                 while p < ce and not _is_ws(buf[p]):
                     p += 1
+            if has_index:
+                stats[4] += 1
+                if has_zero:
+                    stats[3] += 1
+                    if stats[6] == 0:
+                        stats[6] = stats[5]
+                elif stats[7] == 0:
+                    stats[7] = stats[5]
         pos = e + 1
 
 
 @njit(nogil=True, cache=True)
 def _scan_rows(
     buf,  # IN  uint8[:]
-    stats,  # INOUT int64[3] [rows, unused, unused]
+    stats,  # INOUT int64[8] [rows, unused...]
 ):
     """Count the non-blank, non-comment lines of a dense text block."""
     n = buf.shape[0]

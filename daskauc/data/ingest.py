@@ -41,6 +41,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dask
@@ -48,17 +49,27 @@ import dask.array as da
 import numpy as np
 
 from .. import _config
-from .._validation import as_row_chunked, check_param, label_classes, seed_sequence
+from .._validation import (
+    as_row_chunked,
+    check_not_empty,
+    check_param,
+    label_classes,
+    reject_sparse,
+    seed_sequence,
+)
 from ..solvers.stream import class_counts_block
 from . import _kernels as K
 from .store import (
     Dataset,
     PendingStore,
     _is_url,
-    _local,
     begin_store,
+    check_writable,
+    create_array,
     open_dataset,
-    store_exists,
+    owned_tmp_name,
+    remove_stale,
+    resolve_path,
     writing_store,
 )
 
@@ -357,14 +368,41 @@ class _Parser:
         )
 
 
-def _scan(path, compression, fmt, hasher) -> tuple[int, int, int]:
-    """Rows, largest and smallest feature index (LIBSVM) in one streaming pass."""
-    stats = np.array([0, -1, np.iinfo(np.int64).max], dtype=np.int64)
+def _scan(path, compression, fmt, hasher) -> _ScanStats:
+    """Rows, extreme feature indices and where index 0 occurs (LIBSVM), in one pass."""
+    stats = np.array([0, -1, np.iinfo(np.int64).max, 0, 0, 0, 0, 0], dtype=np.int64)
     kernel = K._scan_libsvm if fmt == "libsvm" else K._scan_rows
     with _open_text(path, compression, hasher) as f:
         for buf in _iter_blocks(f):
             kernel(buf, stats)
-    return int(stats[0]), int(stats[1]), int(stats[2])
+    return _ScanStats(*(int(v) for v in stats))
+
+
+@dataclass(frozen=True)
+class _ScanStats:
+    rows: int
+    max_index: int
+    min_index: int
+    rows_with_zero: int
+    rows_with_index: int
+    lines: int
+    first_zero_line: int
+    first_line_without_zero: int
+
+    def index_base(self, path) -> int:
+        """"auto" mode: 0-based only for a file that is 0-based throughout (index 0 on every
+        row with indices); one stray ``0:`` in a 1-based file is an error naming its line."""
+        if self.rows_with_zero == 0:
+            return 1
+        if self.rows_with_zero == self.rows_with_index:
+            logger.info("%s: every row has feature index 0; reading it as 0-based", path)
+            return 0
+        raise ValueError(
+            f"{path}, line {self.first_zero_line}: feature index 0, but line "
+            f"{self.first_line_without_zero} (and {self.rows_with_index - self.rows_with_zero - 1}"
+            " other rows) has none: the file mixes 0-based and 1-based rows. Pass "
+            "zero_based=True if it is 0-based (indices are then shifted down by one on every "
+            "row) or correct that line")
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,19 +465,23 @@ def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
         check_param("chunk_rows", chunk_rows, int, low=1)
     check_param("shuffle", shuffle, bool)
     check_param("overwrite", overwrite, bool)
-    if store_exists(store) and not overwrite:
-        raise FileExistsError(
-            f"{os.fspath(store)} already exists; pass overwrite=True (--overwrite) to replace it"
-        )
+    check_writable(store, overwrite=overwrite)
     return dtype
 
 
 def _spill_dir(store) -> str:
+    """A temporary directory beside a local target (same filesystem), named after this host
+    and process so that the next ingest there removes it if this one is killed."""
     p = os.fspath(store)
-    parent = None if _is_url(p) else (os.path.dirname(os.path.abspath(_local(p))) or ".")
-    if parent is not None:
-        os.makedirs(parent, exist_ok=True)
-    return tempfile.mkdtemp(prefix=".daskauc-spill-", dir=parent)
+    if _is_url(p):
+        return tempfile.mkdtemp(prefix=".daskauc-spill-")
+    parent = os.path.dirname(resolve_path(p))
+    os.makedirs(parent, exist_ok=True)
+    prefix = os.path.join(parent, ".daskauc-spill-")
+    remove_stale(prefix)
+    path = owned_tmp_name(prefix)
+    os.mkdir(path)
+    return path
 
 
 def ingest(
@@ -502,8 +544,11 @@ def ingest(
     overwrite : bool
         Replace an existing store (only once the new one is complete).
     zero_based : {"auto", True, False}
-        LIBSVM index base. "auto" reads indices as 1-based unless an index 0 occurs (then the
-        file is read again as 0-based when it was read in one pass).
+        LIBSVM index base. "auto" reads indices as 1-based, or as 0-based when every row
+        with indices has index 0 (a file 0-based throughout); a file where only some rows have
+        index 0 is an error naming the first such line and the first row without it (one
+        stray ``0:`` must not shift every column of a 1-based file): pass ``True`` for a
+        0-based file.
 
     Returns
     -------
@@ -522,6 +567,8 @@ def ingest(
     shuffle seed.
     """
     path = os.fspath(source)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory; give one LIBSVM or CSV file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
     dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle)
@@ -566,7 +613,8 @@ def ingest(
         if zero_based is False:
             raise ValueError(
                 f"{exc}: feature index 0 in a file read with zero_based=False") from None
-        logger.info("%s: feature index 0 found; reading the file again as 0-based", path)
+        # read in one pass without the scan: scan now, then decide (or refuse) as above
+        _scan(path, opts["compression"], "libsvm", []).index_base(path)  # 0, or a mixed file
         _ingest_text(zero_based=True, **kw)
     return open_dataset(store)
 
@@ -607,17 +655,18 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
     index_base = 0 if zero_based is True else 1
     if fmt == "libsvm":
         if n_features is None or shuffle:
-            n_rows, max_idx, min_idx = _scan(path, compression, fmt, hasher)
-            if zero_based == "auto" and min_idx == 0:
-                index_base = 0
+            scan = _scan(path, compression, fmt, hasher)
+            n_rows = scan.rows
+            if zero_based == "auto":
+                index_base = scan.index_base(path)
             if n_features is None:
-                if max_idx < 0:
+                if scan.max_index < 0:
                     raise ValueError(f"{path}: no feature index found; pass n_features")
-                n_features = max_idx + 1 - index_base
+                n_features = scan.max_index + 1 - index_base
     else:
         n_features = opts["n_features"]
         if shuffle:
-            n_rows, _, _ = _scan(path, compression, fmt, hasher)
+            n_rows = _scan(path, compression, fmt, hasher).rows
             n_rows -= int(opts["header"])
     if n_rows is not None and n_rows == 0:
         raise ValueError(f"{path} holds no data rows")
@@ -632,7 +681,7 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
     writer = None
     try:
         with writing_store(store, overwrite=overwrite, kind="dataset") as group:
-            zX = group.create_array("X", shape=(n_rows or 0, d), chunks=(cr, d), dtype=dtype)
+            zX = create_array(group, "X", shape=(n_rows or 0, d), chunks=(cr, d), dtype=dtype)
             if shuffle:
                 writer = _ShuffleWriter(
                     zX, spill, n_rows, cr, d, dtype, seed)
@@ -657,7 +706,7 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
             if n_rows is not None and n != n_rows:
                 raise RuntimeError(f"{path} changed while it was read ({n_rows} then {n} rows)")
             lut, classes = _label_table(parser.tokens, pos_label, positive_classes, path)
-            zy = group.create_array("y", shape=(n,), chunks=(cr,), dtype=np.int8)
+            zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
             counts = writer.finish(zy, lut)
             sha = hasher[0].sha256.hexdigest()
             stat = os.stat(path)
@@ -885,11 +934,13 @@ def ingest_array(
         return write_dataset(Xd, yd, store, attrs={"classes": classes, **base_attrs},
                              overwrite=overwrite, chunk_rows=cr)
 
+    reject_sparse(X)
     Xn = np.asarray(X)
     if Xn.dtype == object:
         raise TypeError("X has dtype object; convert it to a numeric array first")
     if Xn.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {Xn.shape}")
+    check_not_empty(Xn.shape)
     target = dtype or (Xn.dtype if Xn.dtype in (np.float32, np.float64) else np.dtype(np.float64))
     if Xn.dtype.kind not in "fiub":
         raise TypeError(f"X must hold real numbers; got dtype {Xn.dtype}")
@@ -912,8 +963,8 @@ def ingest_array(
     cr = int(chunk_rows or _config.chunk_rows_for(d, target.itemsize, n))
     perm = np.random.default_rng(seed).permutation(n) if shuffle else None
     with writing_store(store, overwrite=overwrite, kind="dataset") as group:
-        zX = group.create_array("X", shape=(n, d), chunks=(cr, d), dtype=target)
-        zy = group.create_array("y", shape=(n,), chunks=(cr,), dtype=np.int8)
+        zX = create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=target)
+        zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
         for a in range(0, n, cr):
             rows = slice(a, a + cr) if perm is None else perm[a : a + cr]
             zX[a : a + cr] = np.asarray(Xn[rows], dtype=target)
@@ -1003,8 +1054,8 @@ def write_dataset(
                            dtype=np.int64, token="daskauc-class-counts").sum(axis=0)
 
     def _arrays(group):
-        zX = group.create_array("X", shape=(n, d), chunks=(cr, d), dtype=Xd.dtype)
-        zy = group.create_array("y", shape=(n,), chunks=(cr,), dtype=np.int8)
+        zX = create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=Xd.dtype)
+        zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
         return zX, zy
 
     if compute:

@@ -8,15 +8,31 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
 * every store gets the attribute ``daskauc_complete = True`` last, and :func:`open_store`
   refuses a store without it (this is what protects object storage, where renames are not
   atomic);
-* an existing store is never replaced unless ``overwrite=True``.
+* an existing store is never replaced unless ``overwrite=True``, and a store that appears at
+  the target while a write runs (a second writer) is not replaced either: the later commit
+  refuses;
+* every array is written with a CRC32C checksum in each chunk (Zarr's ``crc32c`` codec,
+  verified on every read) and with every chunk present, even all-zero ones; the commit
+  records every chunk file and its size (``daskauc_chunks``), and :func:`open_store` checks
+  them before anything is read, so a missing or truncated chunk is an error that names it,
+  never the fill value Zarr would return for an absent chunk. Dataset reads also check
+  each chunk's presence on the worker that reads it (:func:`open_dataset`);
+* every user path is resolved once (:func:`resolve_path`) to an absolute path or a URL
+  before it enters a graph, so workers started in another directory read the same store;
+* a writer names its hidden directory after its host and process id; the next writer of the
+  same target removes those left by processes that are gone (a crash or ``kill -9``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 import os
 import shutil
+import socket
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +46,11 @@ from .. import _config
 from .._version import __version__
 
 
+class StoreIntegrityError(ValueError):
+    """A store's data does not match what daskauc wrote (a missing, truncated or altered
+    chunk, or a store the reading worker cannot see)."""
+
+
 def _is_url(path: str) -> bool:
     return "://" in str(path) and not str(path).startswith("file://")
 
@@ -39,14 +60,45 @@ def _local(path) -> str:
     return p[len("file://") :] if p.startswith("file://") else p
 
 
+def resolve_path(path) -> str:
+    """The one place a user's path becomes what goes into a graph: an absolute local path
+    (``~`` expanded, ``file://`` stripped) or an fsspec URL unchanged. A relative path sent to
+    workers as is would be read relative to each worker's working directory."""
+    p = os.fspath(path)
+    if _is_url(p):
+        return p.rstrip("/")
+    return os.path.abspath(os.path.expanduser(_local(p)))
+
+
 def store_exists(path, storage_options: dict | None = None) -> bool:
-    path = os.fspath(path)
+    path = resolve_path(path)
     if _is_url(path):
         import fsspec
 
         fs, _, paths = fsspec.get_fs_token_paths(path, storage_options=storage_options)
         return fs.exists(paths[0])
     return os.path.exists(_local(path))
+
+
+def create_array(group: zarr.Group, name: str, *, compressors="auto", **kwargs) -> zarr.Array:
+    """Create an array the way every daskauc array is written: the given compressors (Zarr's
+    default, zstd, for ``"auto"``; none for ``None``) followed by a CRC32C checksum in each
+    chunk, and every chunk written even when it holds only the fill value, so that the commit's
+    chunk list is the array's whole chunk grid and an absent chunk is always a fault."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    if isinstance(compressors, str) and compressors == "auto":
+        codecs = [ZstdCodec()]
+    elif compressors is None:
+        codecs = []
+    elif isinstance(compressors, (list, tuple)):
+        codecs = list(compressors)
+    else:
+        codecs = [compressors]
+    if _config.CHECKSUMS:
+        codecs.append(Crc32cCodec())
+    return group.create_array(name, compressors=codecs, config={"write_empty_chunks": True},
+                              **kwargs)
 
 
 @contextlib.contextmanager
@@ -61,10 +113,10 @@ def writing_store(path, *, overwrite: bool = False, kind: str, attrs: dict | Non
                           storage_options=storage_options)
     try:
         yield pending.group
+        pending.commit()
     except BaseException:
         pending.abort()
         raise
-    pending.commit()
 
 
 class PendingStore:
@@ -79,71 +131,246 @@ class PendingStore:
     """
 
     def __init__(self, group: zarr.Group, final: str, tmp: str | None,
-                 storage_options: dict | None):
+                 storage_options: dict | None, overwrite: bool = False, writer: str = ""):
         self.group, self.final, self.tmp, self.storage_options = group, final, tmp, storage_options
+        self.overwrite, self.writer = overwrite, writer
 
     def commit_delayed(self, *deps, attrs_from=None, name: str = "daskauc-write") -> Delayed:
         """A Delayed that waits for ``deps``, adds ``attrs_from(*results)`` and commits."""
         token = tokenize(self.final, self.tmp, [getattr(d, "key", d) for d in deps])
         return dask.delayed(_commit, pure=False)(
-            self.final, self.tmp, self.storage_options, attrs_from, *deps,
-            dask_key_name=f"{name}-commit-{token}")
+            self._target(), attrs_from, *deps, dask_key_name=f"{name}-commit-{token}")
 
     def commit(self, extra_attrs: dict | None = None) -> str:
         """Mark the store complete and move it into place (in this process)."""
-        return _commit(self.final, self.tmp, self.storage_options,
-                       (lambda: extra_attrs) if extra_attrs else None)
+        return _commit(self._target(), (lambda: extra_attrs) if extra_attrs else None)
 
     def abort(self) -> None:
         """Remove the hidden partial store (local stores)."""
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def _target(self) -> tuple:
+        return (self.final, self.tmp, self.storage_options, self.overwrite, self.writer)
+
+
+_PARTIAL = ".partial-"
+
+
+def _partial_prefix(final: str) -> str:
+    return os.path.join(os.path.dirname(final), f".{os.path.basename(final)}{_PARTIAL}")
+
+
+def owned_tmp_name(prefix: str) -> str:
+    """``prefix`` + host + pid + a random tag: a name :func:`remove_stale` can attribute."""
+    return f"{prefix}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def remove_stale(prefix: str) -> list[str]:
+    """Remove the directories named ``prefix`` + host-pid-tag (see :func:`owned_tmp_name`)
+    left by processes of this host that no longer run (a crashed or killed writer); return
+    them. Those of live processes, or of other hosts, are left alone."""
+    parent, base = os.path.split(prefix)
+    host = socket.gethostname()
+    removed = []
+    try:
+        names = os.listdir(parent or ".")
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if not name.startswith(base):
+            continue
+        parts = name[len(base):].rsplit("-", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit() or _alive(int(parts[1])):
+            continue
+        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        removed.append(os.path.join(parent, name))
+    return removed
+
+
+def restore_interrupted(final: str) -> bool:
+    """Undo a replace (``overwrite=True``) killed between its two renames: the previous store
+    sits at ``<partial>.old`` and nothing at ``final``. Move it back (it was complete) and
+    return True; a checkpoint is then never lost by a kill during its own save."""
+    if _is_url(final) or os.path.exists(final):
+        return False
+    prefix = _partial_prefix(final)
+    parent, base = os.path.split(prefix)
+    try:
+        names = sorted(os.listdir(parent or "."))
+    except FileNotFoundError:
+        return False
+    for name in names:
+        parts = name[len(base):].rsplit("-", 2)
+        if (name.startswith(base) and name.endswith(".old") and len(parts) == 3
+                and parts[0] == socket.gethostname() and parts[1].isdigit()
+                and not _alive(int(parts[1]))):
+            os.rename(os.path.join(parent, name), final)
+            warnings.warn(f"{final}: restored the previous store, whose replacement was "
+                          "interrupted", stacklevel=3)
+            return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 
 def begin_store(path, *, kind: str, overwrite: bool = False, attrs: dict | None = None,
                 storage_options: dict | None = None) -> PendingStore:
     """Start a store whose data a later compute writes; see :class:`PendingStore`."""
-    path = os.fspath(path)
-    if store_exists(path, storage_options) and not overwrite:
-        raise FileExistsError(
-            f"{path} already exists; pass overwrite=True (--overwrite) to replace it")
+    path = resolve_path(path)
+    restore_interrupted(path)
+    check_writable(path, overwrite=overwrite, storage_options=storage_options)
+    writer = uuid.uuid4().hex
     base = {"daskauc_kind": kind, "daskauc_version": __version__,
-            "daskauc_format": _config.STORE_FORMAT, **(attrs or {})}
+            "daskauc_format": _config.STORE_FORMAT, "daskauc_writer": writer, **(attrs or {})}
     if _is_url(path):
         group = zarr.open_group(path, mode="w", storage_options=storage_options)
         group.attrs.update(base)
-        return PendingStore(group, path, None, storage_options)
-    final = os.path.abspath(_local(path))
-    parent = os.path.dirname(final) or "."
+        return PendingStore(group, path, None, storage_options, overwrite, writer)
+    parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(final)}.partial-{uuid.uuid4().hex[:8]}")
+    remove_stale(_partial_prefix(path))
+    tmp = owned_tmp_name(_partial_prefix(path))
     group = zarr.open_group(tmp, mode="w")
     group.attrs.update(base)
-    return PendingStore(group, final, tmp, storage_options)
+    return PendingStore(group, path, tmp, storage_options, overwrite, writer)
 
 
-def _commit(final, tmp, storage_options, attrs_from, *results):
+def check_writable(path, *, overwrite: bool = False, storage_options: dict | None = None):
+    """Refuse an existing output unless ``overwrite``: called before any expensive work."""
+    if not overwrite and store_exists(path, storage_options):
+        raise FileExistsError(
+            f"{os.fspath(path)} already exists; pass overwrite=True (--overwrite) to replace it")
+
+
+def _commit(target, attrs_from, *results):
+    final, tmp, storage_options, overwrite, writer = target
     extra = attrs_from(*results) if attrs_from is not None else {}
     where = tmp if tmp is not None else final
     group = zarr.open_group(where, mode="r+", storage_options=None if tmp else storage_options)
-    group.attrs.update({**extra, _config.COMPLETE_ATTR: True})
+    if tmp is None and group.attrs.get("daskauc_writer") != writer:
+        raise FileExistsError(
+            f"another writer started writing {final} while this write ran; the store is "
+            "left incomplete: write it again, one writer at a time")
+    chunks = _list_chunks(where, None if tmp else storage_options)
+    try:
+        _check_grid(group, chunks, final)
+    except StoreIntegrityError:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    group.attrs.update({**extra, _config.MANIFEST_ATTR: chunks, _config.COMPLETE_ATTR: True})
     if tmp is None:
+        return final
+    if not overwrite:
+        try:  # rename(2) of a directory onto a non-empty one fails: no check-then-act race
+            os.rename(tmp, final)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise FileExistsError(
+                f"{final} appeared while this write ran (another writer?); it was not "
+                "replaced; pass overwrite=True (--overwrite) to replace it") from exc
         return final
     old = None
     if os.path.exists(final):
         old = f"{tmp}.old"
         os.replace(final, old)
-    os.replace(tmp, final)
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        if old is not None:  # put the user's store back before reporting
+            os.replace(old, final)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
+_METADATA_FILES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
+
+
+def _list_chunks(root: str, storage_options: dict | None) -> dict[str, int]:
+    """Every chunk file under a store (relative key -> size in bytes), metadata excluded."""
+    out = {}
+    if _is_url(root):
+        import fsspec
+
+        fs, _, paths = fsspec.get_fs_token_paths(root, storage_options=storage_options)
+        base = paths[0].rstrip("/") + "/"
+        for p, info in fs.find(paths[0], detail=True).items():
+            if info.get("type") != "directory" and p.rsplit("/", 1)[-1] not in _METADATA_FILES:
+                out[p[len(base):] if p.startswith(base) else p] = int(info["size"])
+        return out
+    for dirpath, _, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        for f in files:
+            if f not in _METADATA_FILES:
+                key = f if rel == "." else f"{rel}/{f}".replace(os.sep, "/")
+                out[key] = os.path.getsize(os.path.join(dirpath, f))
+    return out
+
+
+def _grid_keys(arr: zarr.Array, prefix: str):
+    grid = [range(math.ceil(s / c) if c else 0)  # a zero-size array has no chunk
+            for s, c in zip(arr.shape, arr.chunks, strict=True)]
+    for coords in itertools.product(*grid):
+        yield f"{prefix}{arr.metadata.encode_chunk_key(coords)}"
+
+
+def _arrays(group: zarr.Group, prefix: str = ""):
+    for name, arr in group.arrays():
+        yield f"{prefix}{name}", arr
+    for name, sub in group.groups():
+        yield from _arrays(sub, f"{prefix}{name}/")
+
+
+def _check_grid(group: zarr.Group, chunks: dict[str, int], where: str) -> None:
+    """At commit: every chunk of every array's grid was written (a write that skipped one
+    would otherwise commit a store that reads fill values there)."""
+    for name, arr in _arrays(group):
+        missing = [k for k in _grid_keys(arr, f"{name}/") if k not in chunks]
+        if missing:
+            raise StoreIntegrityError(
+                f"{where}: the write left {len(missing)} chunk(s) of array {name!r} unwritten "
+                f"(first: {missing[0]}); the store was not committed")
+
+
+def verify_store(group: zarr.Group, path: str, storage_options: dict | None = None) -> None:
+    """Check that every chunk file the commit recorded is present with its recorded size."""
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    if recorded is None:
+        warnings.warn(f"{path} was written by a daskauc without chunk records (store format "
+                      f"{group.attrs.get('daskauc_format')}); its chunks cannot be verified: "
+                      "write it again with this version", stacklevel=3)
+        return
+    present = _list_chunks(path, storage_options)
+    bad = []
+    for key, size in recorded.items():
+        if key not in present:
+            bad.append(f"chunk {key} is missing")
+        elif present[key] != size:
+            bad.append(f"chunk {key} has {present[key]} bytes, {size} were written "
+                       "(truncated or altered)")
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise StoreIntegrityError(f"{path} is damaged: {bad[0]}{more}; it cannot be used: "
+                                  "restore or write it again")
+
+
 def open_store(path, *, kind: str | None = None, storage_options: dict | None = None,
-               mode: str = "r") -> zarr.Group:
-    """Open a complete daskauc store, with clear errors for a missing or partial one."""
-    path = os.fspath(path)
-    if not store_exists(path, storage_options):
+               mode: str = "r", verify: bool = True) -> zarr.Group:
+    """Open a complete daskauc store, with clear errors for a missing, partial or damaged one
+    (its chunk files are checked against the commit's record unless ``verify=False``)."""
+    path = resolve_path(path)
+    if not store_exists(path, storage_options) and not restore_interrupted(path):
         raise FileNotFoundError(f"no store at {path}")
     try:
         group = zarr.open_group(path if _is_url(path) else _local(path), mode=mode,
@@ -160,12 +387,54 @@ def open_store(path, *, kind: str | None = None, storage_options: dict | None = 
         raise ValueError(
             f"{path} holds a daskauc {attrs.get('daskauc_kind')!r} store, not a {kind!r} store"
         )
+    if verify:
+        verify_store(group, path, storage_options)
     return group
 
 
 def _compatible(kind: str) -> tuple[str, ...]:
     # an embedding store has the dataset layout (X, y) plus the fitted map
     return ("embedding",) if kind == "dataset" else ()
+
+
+class CheckedZarrArray:
+    """A Zarr array as dask reads it, refusing absent chunks on the reading worker: Zarr
+    returns the fill value for a chunk file that is not there (deleted after the store was
+    opened, or a store the worker cannot see at all), which would train on zeros."""
+
+    def __init__(self, array: zarr.Array, label: str):
+        self.array, self.label = array, label
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+
+    def __getitem__(self, selection):
+        from zarr.core.sync import sync
+
+        store, base = self.array.store_path.store, self.array.store_path.path
+        ranges = []
+        for sl, size, chunk in zip(selection, self.shape, self.array.chunks, strict=True):
+            start, stop, _ = sl.indices(size)
+            ranges.append(range(start // chunk, max(start // chunk, -(-stop // chunk))))
+        for coords in itertools.product(*ranges):
+            key = f"{base}/{self.array.metadata.encode_chunk_key(coords)}"
+            if not sync(store.exists(key)):
+                raise StoreIntegrityError(self._missing(key))
+        try:
+            return self.array[selection]
+        except ValueError as exc:  # the crc32c codec: "Stored and computed checksum ..."
+            if "checksum" not in str(exc):
+                raise
+            raise StoreIntegrityError(
+                f"{self.label}: a chunk of rows {selection[0].start}:{selection[0].stop} failed "
+                f"its checksum (altered on disk): {exc}") from exc
+
+    def _missing(self, key: str) -> str:
+        host = socket.gethostname()
+        root = getattr(self.array.store_path.store, "root", None)
+        if root is not None and not os.path.exists(root):
+            return (f"{self.label}: the store {root} does not exist on host {host} (process "
+                    f"{os.getpid()}, working directory {os.getcwd()}): every worker must see "
+                    "the store at the same path (shared storage) or through a URL")
+        return f"{self.label}: chunk {key} is missing (read on host {host}); write it again"
 
 
 @dataclass
@@ -191,9 +460,17 @@ def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
     group = open_store(path, kind="dataset", storage_options=storage_options)
     if "X" not in group or "y" not in group:
         raise ValueError(f"{path} has no X and y arrays; is it a daskauc dataset store?")
+    path = resolve_path(path)
     zX, zy = group["X"], group["y"]
-    name = f"daskauc-zarr-{os.path.basename(os.fspath(path).rstrip('/'))}"
-    X = da.from_zarr(zX, chunks=(zX.chunks[0], zX.shape[1]),
-                     name=f"{name}-X-{uuid.uuid4().hex[:6]}")
-    y = da.from_zarr(zy, chunks=(zX.chunks[0],), name=f"{name}-y-{uuid.uuid4().hex[:6]}")
-    return Dataset(X=X, y=y, attrs=dict(group.attrs), path=os.fspath(path))
+    name = f"daskauc-zarr-{os.path.basename(path)}"
+    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]), f"{name}-X")
+    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"{name}-y")
+    return Dataset(X=X, y=y, attrs=dict(group.attrs), path=path)
+
+
+def _checked_dask(array: zarr.Array, label: str, chunks, name: str) -> da.Array:
+    import numpy as np
+
+    return da.from_array(CheckedZarrArray(array, label), chunks=chunks, lock=False,
+                         asarray=False, fancy=False, name=f"{name}-{uuid.uuid4().hex[:6]}",
+                         meta=np.empty((0,) * array.ndim, dtype=array.dtype))

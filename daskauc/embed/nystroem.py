@@ -40,7 +40,7 @@ from .._validation import (
     seed_sequence,
 )
 from .._version import __version__
-from ..data.store import Dataset, open_dataset, open_store, writing_store
+from ..data.store import Dataset, create_array, open_dataset, open_store, writing_store
 from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
 from .kmeans import _child, _fit_kmeans, check_fit_shape, numpy_rows
 
@@ -453,10 +453,10 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             "compressor": str(compressor if compressor is not None else DEFAULT_COMPRESSOR),
         }
         with writing_store(store, overwrite=overwrite, kind="embedding", attrs=attrs) as group:
-            zX = group.create_array("X", shape=(n, r), chunks=(rows, r), dtype=Z.dtype,
-                                    compressors=codecs)
-            zy = group.create_array("y", shape=(n,), chunks=(rows,), dtype=np.int8,
-                                    compressors=codecs)
+            zX = create_array(group, "X", shape=(n, r), chunks=(rows, r), dtype=Z.dtype,
+                              compressors=codecs)
+            zy = create_array(group, "y", shape=(n,), chunks=(rows,), dtype=np.int8,
+                              compressors=codecs)
             # one task per chunk maps, writes X and y (whole Zarr chunks: no lock) and counts
             # the classes; named for the dashboard (da.store would rename the fused tasks)
             first_row = da.arange(n, chunks=(Xd.chunks[0],), dtype=np.int64)
@@ -595,7 +595,7 @@ def _write_map(group, est: KMeansNystroem, mean, scale) -> None:
         arrays["scaler_mean"] = np.asarray(mean, dtype=np.float64)
         arrays["scaler_scale"] = np.asarray(scale, dtype=np.float64)
     for name, a in arrays.items():
-        group.create_array(name, data=np.ascontiguousarray(a, dtype=np.float64))
+        create_array(group, name, data=np.ascontiguousarray(a, dtype=np.float64), compressors=None)
     group.attrs.update({
         "gamma": float(est.gamma_),
         "n_components": int(est.n_components_),

@@ -72,6 +72,56 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
             raise ValueError("X contains NaN or infinity")
         return linear_scores(Xn, coef)
 
+    def _state_to_continue(self):
+        """The solver state ``partial_fit`` continues from; None before the first fit. A fitted
+        model without one (loaded from a file saved without it) cannot continue: starting
+        over while ``history_`` claims the earlier epochs would be silently wrong."""
+        state = getattr(self, "_solver_state", None)
+        if state is None and hasattr(self, "coef_"):
+            raise ValueError(
+                f"this {type(self).__name__} has no solver state to continue from (it was "
+                "loaded from a model saved without one); fit it again")
+        return state
+
+    def _fit_epochs(self, run, n_epochs: int, classes, n_features: int, *, checkpoint=None,
+                    resume: bool = False, after=None) -> None:
+        """Run ``n_epochs`` epochs with ``run(state, n) -> SolverResult`` and set the result.
+
+        Without ``checkpoint`` the solver runs all epochs in one call. With it, epochs run
+        one call each (the stochastic solvers continue exactly from their state: each
+        epoch's randomness depends only on the seed root and the epoch number) and after each
+        the whole estimator, solver state included, is saved to ``checkpoint`` atomically
+        (a new store is written beside it and renamed over it). With ``resume=True`` an
+        existing checkpoint of the same estimator and parameters is continued, so a fit
+        killed at any point and resumed gives the model of the uninterrupted fit, bit for bit.
+        ``after(result)`` sets any extra fitted attributes.
+        """
+        if checkpoint is None:
+            result = run(None, n_epochs)
+            self._set_result(result, classes, n_features)
+            if after is not None:
+                after(result)
+            return
+        state, history = None, []
+        if resume:
+            previous = _resumable(self, checkpoint, n_features, classes)
+            if previous is not None:
+                state, history = previous._solver_state, list(previous.history_)
+                vars(self).update({k: v for k, v in vars(previous).items()
+                                   if k.endswith("_") and not k.startswith("__")})
+                self._solver_state = state
+        from ..io import save_model
+
+        while state is None or state.epoch < n_epochs:
+            result = run(state, 1)
+            state = result.state
+            history = history + list(result.history)
+            self._set_result(result, classes, n_features)
+            self.history_ = history
+            if after is not None:
+                after(result)
+            save_model(self, checkpoint, overwrite=True)
+
     def _set_result(self, result, classes, n_features: int) -> None:
         self.coef_ = np.asarray(result.coef, dtype=np.float64)
         self.n_iter_ = int(result.n_iter)
@@ -80,3 +130,44 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         self.classes_ = np.asarray(classes)
         self.n_features_in_ = int(n_features)
         self._solver_state = result.state
+
+
+def _resumable(est, checkpoint, n_features: int, classes):
+    """The estimator saved at ``checkpoint`` when it is a checkpoint of ``est``'s fit (same
+    class, parameters, features and classes); None when there is no checkpoint yet; an error
+    naming the difference otherwise (continuing a different fit would be silently wrong)."""
+    from ..data.store import resolve_path, restore_interrupted, store_exists
+    from ..io import load_model
+
+    if not store_exists(checkpoint) and not restore_interrupted(resolve_path(checkpoint)):
+        return None
+    previous = load_model(checkpoint)
+    mine, theirs = est.get_params(deep=False), previous.get_params(deep=False)
+    for length in ("n_epochs", "max_iter"):  # a resumed fit may run longer
+        mine.pop(length, None)
+        theirs.pop(length, None)
+    if type(previous) is not type(est) or _json(mine) != _json(theirs):
+        raise ValueError(
+            f"the checkpoint {checkpoint} is of {type(previous).__name__}"
+            f"({_json(theirs)}), not of this {type(est).__name__}({_json(mine)}); "
+            "resume with the same estimator or use another checkpoint path")
+    if previous.n_features_in_ != n_features or not np.array_equal(previous.classes_, classes):
+        raise ValueError(f"the checkpoint {checkpoint} was fitted on other data "
+                         f"({previous.n_features_in_} features, classes {list(previous.classes_)})")
+    if getattr(previous, "_solver_state", None) is None:
+        raise ValueError(f"the checkpoint {checkpoint} holds no solver state")
+    return previous
+
+
+def _json(params: dict) -> str:
+    import json
+
+    from ..io import _jsonable
+
+    def value(v):
+        try:
+            return _jsonable(v)
+        except TypeError:
+            return repr(v)
+
+    return json.dumps({k: value(v) for k, v in params.items()}, sort_keys=True)

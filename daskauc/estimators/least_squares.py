@@ -48,8 +48,11 @@ class _LSModel(LinearAUCModel):
     def _run(self, X, y, state, n_epochs: int, continuing: bool) -> SolverResult:
         raise NotImplementedError
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, checkpoint=None, resume: bool = False):
         """Fit on ``X`` (numpy, dask, Zarr array or dataset store path) and labels ``y``.
+
+        ``checkpoint`` (a path or URL; the epoch-based solvers): save the model with its
+        solver state after every epoch; ``resume=True`` continues from it.
 
         Returns
         -------
@@ -57,8 +60,14 @@ class _LSModel(LinearAUCModel):
         """
         check_params(self, self._params)
         Xd, yd, classes = check_X_y(X, y)
-        res = self._run(Xd, yd, None, getattr(self, "n_epochs", 1), False)
-        self._set_result(res, classes, Xd.shape[1])
+        if checkpoint is not None and not hasattr(self, "n_epochs"):
+            raise ValueError(f"{type(self).__name__} has no epochs to checkpoint (one pass)")
+
+        def run(state, n_epochs):  # the same data: its statistics are not merged again
+            return self._run(Xd, yd, state, n_epochs, False)
+
+        self._fit_epochs(run, getattr(self, "n_epochs", 1), classes, Xd.shape[1],
+                         checkpoint=checkpoint, resume=resume)
         return self
 
     def partial_fit(self, X, y=None, classes=None):
@@ -72,7 +81,7 @@ class _LSModel(LinearAUCModel):
         if classes is not None and not np.array_equal(np.sort(np.asarray(classes)),
                                                       np.sort(np.asarray(cls))):
             raise ValueError(f"classes={list(classes)} do not match the labels of y {list(cls)}")
-        state = getattr(self, "_solver_state", None)
+        state = self._state_to_continue()
         history: list = []
         n_done = 0
         if state is not None:

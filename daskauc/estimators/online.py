@@ -54,13 +54,17 @@ class _OnlineAUCModel(LinearAUCModel):
         check_params(self, self._param_table())
         seed_sequence(self.random_state)  # TypeError for a bad random_state
 
-    def fit(self, X, y):
+    def fit(self, X, y, *, checkpoint=None, resume: bool = False):
         """Run ``n_epochs`` passes from scratch.
 
         Parameters
         ----------
         X : array-like, dask array or dataset store path, shape (n, d).
         y : labels with two values (the larger is positive), or None with a store path.
+        checkpoint : path or URL, optional
+            Save the model with its solver state after every epoch.
+        resume : bool
+            Continue from ``checkpoint`` when it holds a checkpoint of this estimator.
 
         Returns
         -------
@@ -68,9 +72,13 @@ class _OnlineAUCModel(LinearAUCModel):
         """
         self._check()
         Xd, yd, classes = check_X_y(X, y)
-        result = self._solve(Xd, yd, n_epochs=self.n_epochs, state=None,
-                             validation=(Xd, yd) if self.record_auc else None)
-        self._set_result(result, classes, Xd.shape[1])
+
+        def run(state, n_epochs):
+            return self._solve(Xd, yd, n_epochs=n_epochs, state=state,
+                               validation=(Xd, yd) if self.record_auc else None)
+
+        self._fit_epochs(run, self.n_epochs, classes, Xd.shape[1], checkpoint=checkpoint,
+                         resume=resume)
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -88,7 +96,7 @@ class _OnlineAUCModel(LinearAUCModel):
         self
         """
         self._check()
-        state = getattr(self, "_solver_state", None)
+        state = self._state_to_continue()
         if state is None and classes is None:
             Xd, yd, classes_ = check_X_y(X, y)
             history = []

@@ -85,15 +85,27 @@ class PairwiseHingeSGD(LinearAUCModel):
                     t0=self.t0, eta0_pairs=int(self.eta0_pairs), shuffle=self.shuffle,
                     random_state=self.random_state)
 
-    def fit(self, X, y=None, *, validation=None, callback=None):
-        """Fit on ``X`` (numpy, dask, or a dataset/embedding store path with ``y=None``)."""
+    def fit(self, X, y=None, *, validation=None, callback=None, checkpoint=None,
+            resume: bool = False):
+        """Fit on ``X`` (numpy, dask, or a dataset/embedding store path with ``y=None``).
+
+        ``checkpoint`` (a path or URL): save the model with its solver state after every
+        epoch; ``resume=True`` continues from it (see :ref:`checkpoints <checkpoints>`).
+        """
         check_params(self, self._params)
         Xd, yd, classes = check_X_y(X, y)
-        result = pairwise_hinge_sgd(Xd, yd, n_epochs=int(self.n_epochs), validation=validation,
-                                    callback=callback, **self._solver_kwargs())
-        self._set_result(result, classes, Xd.shape[1])
-        self.t0_ = float(result.state.t0)
+
+        def run(state, n_epochs):
+            return pairwise_hinge_sgd(Xd, yd, n_epochs=n_epochs, state=state,
+                                      validation=validation, callback=callback,
+                                      **self._solver_kwargs())
+
+        self._fit_epochs(run, int(self.n_epochs), classes, Xd.shape[1], checkpoint=checkpoint,
+                         resume=resume, after=self._set_t0)
         return self
+
+    def _set_t0(self, result) -> None:
+        self.t0_ = float(result.state.t0)
 
     def partial_fit(self, X, y=None, classes=None):
         """Run one more epoch over ``X`` continuing from the current state.
@@ -102,7 +114,7 @@ class PairwiseHingeSGD(LinearAUCModel):
         when given on the first call, the larger is positive.
         """
         check_params(self, self._params)
-        state = getattr(self, "_solver_state", None)
+        state = self._state_to_continue()
         pos_label = None
         if hasattr(self, "classes_"):
             pos_label = self.classes_[1]

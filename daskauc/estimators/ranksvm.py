@@ -105,14 +105,32 @@ class RankSVM(LinearAUCModel):
         self.persist = persist
         self.warm_start = warm_start
 
-    def fit(self, X, y, *, X_val=None, y_val=None):
+    def fit(self, X, y, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):
         """Fit on rows ``X`` (numpy, dask, zarr or a store path) and binary labels ``y``.
 
         ``X_val`` / ``y_val`` (optional) record the validation AUC of every iteration in
-        ``history_``.
+        ``history_``. ``checkpoint`` (a path or URL): save the model, with the Newton state,
+        after every Newton step; ``resume=True`` continues from it (the same steps as the
+        uninterrupted fit).
         """
         check_params(self, self._param_table)
         Xd, yd, classes = check_X_y(X, y)
+        snapshot, on_step = None, None
+        if checkpoint is not None:
+            from ..io import save_model
+            from ._base import _resumable
+
+            previous = _resumable(self, checkpoint, Xd.shape[1], classes) if resume else None
+            if previous is not None:
+                snapshot = previous._solver_state
+
+            def on_step(state):
+                self.coef_, self.n_iter_ = state["w"].copy(), int(state["n_iter"])
+                self.converged_, self.history_ = False, list(state["history"])
+                self.classes_, self.n_features_in_ = np.asarray(classes), int(Xd.shape[1])
+                self._solver_state = state
+                save_model(self, checkpoint, overwrite=True)
+
         w0 = None
         if self.warm_start and hasattr(self, "coef_"):
             if self.coef_.shape != (Xd.shape[1],):
@@ -127,6 +145,7 @@ class RankSVM(LinearAUCModel):
             precondition=bool(self.precondition), w0=w0,
             line_search=self.line_search, decrement_tol=self.decrement_tol,
             persist=self.persist, X_val=X_val, y_val=y_val, check_input=False,
+            resume=snapshot, on_step=on_step,
         )
         if not result.converged:
             warnings.warn(

@@ -540,6 +540,8 @@ def prsvm_newton(
     X_val=None,
     y_val=None,
     check_input: bool = True,
+    resume: dict | None = None,
+    on_step: Callable[[dict], Any] | None = None,
 ) -> SolverResult:
     """Minimize the pairwise squared hinge with the PRSVM+ truncated Newton method.
 
@@ -589,6 +591,12 @@ def prsvm_newton(
     check_input : bool, default True
         Validate ``X`` and ``y``. Estimators that already ran ``check_X_y`` pass False (then
         ``X`` must be a row-chunked float32/float64 dask array and ``y`` {-1,+1} labels).
+    on_step : callable, optional
+        ``on_step(snapshot)`` after every Newton step: a dict (iterate ``w``, ``n_iter``, the
+        gradient references, ``history``, the last step's record) to checkpoint.
+    resume : dict, optional
+        A snapshot given to ``on_step``: continue from it (``w0`` is then ignored); the
+        steps taken are those of the uninterrupted run, bit for bit.
 
     Returns
     -------
@@ -679,12 +687,18 @@ def prsvm_newton(
         return _newton_loop(
             _PairwiseOperator(X, y_np, C, precondition), w, tol=tol, max_iter=max_iter,
             cg_tol=cg_tol, max_cg=max_cg, line_search=line_search, decrement_tol=decrement_tol,
-            callback=callback, Xv=Xv, yv=yv, persisted=persisted,
+            callback=callback, Xv=Xv, yv=yv, persisted=persisted, resume=resume,
+            on_step=on_step,
         )
 
 
 def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, line_search,
-                 decrement_tol, callback, Xv, yv, persisted) -> SolverResult:
+                 decrement_tol, callback, Xv, yv, persisted, resume=None,
+                 on_step=None) -> SolverResult:
+    """The truncated Newton iterations. ``on_step(snapshot)`` is called after every step
+    with everything the next iteration depends on (the iterate, the step count, the
+    gradient reference, the history and the last step's record); ``resume=snapshot``
+    continues from one, taking exactly the steps the uninterrupted run takes."""
     C = op.C
     start = time.perf_counter()
     hint = (op.pos, op.neg)
@@ -693,6 +707,11 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
     converged = False
     n_iter = 0
     last: dict = {}
+    if resume is not None:
+        w = np.array(resume["w"], dtype=np.float64, copy=True)
+        n_iter, grad_norm0, grad_ref = int(resume["n_iter"]), resume["grad_norm0"], \
+            resume["grad_ref"]
+        history, last = [dict(h) for h in resume["history"]], dict(resume["last"])
     reg = op.basis.regularize
     norm = op.basis.norm  # of gradients and residuals: ||R^{-1/2} v||, basis-independent
     while True:
@@ -786,5 +805,9 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
         n_iter += 1
         last = {"cg_iter": cg_iter, "cg_rel_residual": rel_residual, "step": t,
                 "ls_steps": ls_steps, "decrement": -gs}
+        if on_step is not None:
+            on_step({"w": w.copy(), "n_iter": n_iter, "grad_norm0": grad_norm0,
+                     "grad_ref": grad_ref, "history": [dict(h) for h in history],
+                     "last": dict(last)})
     return SolverResult(coef=w, n_iter=n_iter, converged=converged, history=history,
                         state={"grad_norm0": grad_norm0, "persisted": persisted})

@@ -1,0 +1,198 @@
+"""Checkpoint and resume: the whole solver state is saved with a model, ``partial_fit`` on a
+loaded model continues exactly, and a fit killed (SIGKILL of its process) at any point and
+resumed from its checkpoint gives the uninterrupted fit's model bit for bit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from helpers import dataset_store
+
+from daskauc import (
+    OAM,
+    OPAUC,
+    SOLAM,
+    SPAM,
+    SPDAM,
+    PairwiseHingeSGD,
+    RankSVM,
+    TwoPassAUC,
+    UnivariateAUC,
+    load_model,
+    save_model,
+)
+from daskauc.cli import main
+
+STOCHASTIC = [PairwiseHingeSGD, SPAM, SPDAM, SOLAM, OPAUC, TwoPassAUC, OAM, UnivariateAUC]
+
+
+def _data(n=900, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.where(X[:, 0] + X[:, 1] ** 2 + rng.normal(size=n) > 1, 1, -1)
+    return X, y
+
+
+@pytest.mark.parametrize("cls", STOCHASTIC)
+def test_partial_fit_on_a_loaded_model_continues_exactly(cls, tmp_path):
+    """The reported case: partial_fit after load_model started over at epoch 1."""
+    X, y = _data()
+    straight = cls(random_state=0, n_epochs=2).fit(X, y).partial_fit(X, y)
+    saved = cls(random_state=0, n_epochs=2).fit(X, y)
+    save_model(saved, tmp_path / "m.zarr")
+    loaded = load_model(tmp_path / "m.zarr").partial_fit(X, y)
+    np.testing.assert_array_equal(loaded.coef_, straight.coef_)
+    assert len(loaded.history_) == len(straight.history_)
+    assert loaded._solver_state.epoch == straight._solver_state.epoch == 3
+
+
+def test_a_model_saved_without_its_state_refuses_to_continue(tmp_path):
+    X, y = _data()
+    model = PairwiseHingeSGD(random_state=0, n_epochs=1).fit(X, y)
+    del model._solver_state
+    save_model(model, tmp_path / "m.zarr")
+    with pytest.raises(ValueError, match="no solver state to continue from"):
+        load_model(tmp_path / "m.zarr").partial_fit(X, y)
+
+
+@pytest.mark.parametrize("cls", STOCHASTIC)
+def test_checkpointed_fits_resume_exactly(cls, tmp_path):
+    X, y = _data()
+    straight = cls(random_state=0, n_epochs=4).fit(X, y)
+    ck = tmp_path / "ck.zarr"
+    cls(random_state=0, n_epochs=2).fit(X, y, checkpoint=ck)  # "stopped" after 2 epochs
+    assert load_model(ck)._solver_state.epoch == 2
+    resumed = cls(random_state=0, n_epochs=4).fit(X, y, checkpoint=ck, resume=True)
+    np.testing.assert_array_equal(resumed.coef_, straight.coef_)
+    assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
+    np.testing.assert_array_equal(load_model(ck).coef_, straight.coef_)
+
+
+def test_newton_resumes_from_any_step(tmp_path):
+    X, y = _data(n=2000, d=12)
+    straight = RankSVM(C=10.0, tol=1e-8).fit(X, y)
+    assert straight.n_iter_ >= 4
+    for k in (1, straight.n_iter_ - 1):
+        ck = tmp_path / f"ck{k}.zarr"
+        with pytest.warns(Warning, match="did not reach"):
+            RankSVM(C=10.0, tol=1e-8, max_iter=k).fit(X, y, checkpoint=ck)
+        resumed = RankSVM(C=10.0, tol=1e-8).fit(X, y, checkpoint=ck, resume=True)
+        np.testing.assert_array_equal(resumed.coef_, straight.coef_)
+        assert resumed.n_iter_ == straight.n_iter_
+        assert [h["objective"] for h in resumed.history_] == \
+            [h["objective"] for h in straight.history_]
+
+
+def test_resume_refuses_a_checkpoint_of_another_fit(tmp_path):
+    X, y = _data()
+    ck = tmp_path / "ck.zarr"
+    SPAM(random_state=0, n_epochs=1).fit(X, y, checkpoint=ck)
+    with pytest.raises(ValueError, match="is of SPAM.*not of this SPAM"):
+        SPAM(random_state=1, n_epochs=2).fit(X, y, checkpoint=ck, resume=True)
+    with pytest.raises(ValueError, match="fitted on other data"):
+        SPAM(random_state=0, n_epochs=2).fit(X[:, :4], y, checkpoint=ck, resume=True)
+    with pytest.raises(ValueError, match="is of SPAM"):
+        SOLAM(random_state=0, n_epochs=2).fit(X, y, checkpoint=ck, resume=True)
+
+
+# ----------------------------------------------------------------- SIGKILL, then resume
+
+_CHILD = """
+import sys
+import numpy as np
+import dask
+dask.config.set(scheduler="threads")
+import daskauc
+from daskauc.data import open_dataset
+ds = open_dataset(sys.argv[1])
+est = daskauc.{cls}(**{params})
+est.fit(ds.X, ds.y, checkpoint=sys.argv[2])
+"""
+
+
+def _steps_in(ck) -> int:
+    """Epochs or Newton steps recorded in a complete checkpoint (0 while there is none)."""
+    try:
+        attrs = json.loads(open(os.path.join(ck, "zarr.json")).read())["attributes"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return 0
+    return int(attrs["fitted"].get("n_iter_", 0)) if attrs.get("daskauc_complete") else 0
+
+
+def kill_mid_fit(store, ck, cls: str, params: dict, *, after_steps: int, timeout=240.0):
+    """Start a fit with a checkpoint in a child process and SIGKILL it once the checkpoint
+    holds ``after_steps`` steps; return the steps it held at the kill."""
+    code = textwrap.dedent(_CHILD).format(cls=cls, params=repr(params))
+    child = subprocess.Popen([sys.executable, "-c", code, str(store), str(ck)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    try:
+        while _steps_in(ck) < after_steps:
+            if child.poll() is not None:
+                raise AssertionError(f"the fit ended before the kill: {child.stderr.read()}")
+            if time.time() > deadline:
+                raise AssertionError("no checkpoint appeared in time")
+            time.sleep(0.005)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+    return _steps_in(ck)
+
+
+@pytest.mark.parametrize("cls, params, after", [
+    ("PairwiseHingeSGD", {"lam": 1e-4, "n_epochs": 8, "random_state": 3}, 2),  # NSAUC's solver
+    ("SPAM", {"n_epochs": 8, "random_state": 3}, 3),
+    ("RankSVM", {"C": 100.0, "tol": 1e-9, "max_iter": 40}, 2),  # NBAUC's solver
+])
+def test_a_fit_killed_mid_run_resumes_to_the_same_model(tmp_path, cls, params, after):
+    import daskauc
+
+    X, y = _data(n=30000, d=40, seed=1)
+    store = dataset_store(tmp_path / "ds.zarr", X.astype(np.float32), y, rows=3000)
+    ck = tmp_path / "ck.zarr"
+    held = kill_mid_fit(store, ck, cls, params, after_steps=after)
+    total = params.get("n_epochs") or None
+    import dask
+
+    from daskauc.data import open_dataset
+
+    with dask.config.set(scheduler="threads"):
+        ds = open_dataset(store)
+        straight = getattr(daskauc, cls)(**params).fit(ds.X, ds.y)
+        resumed = getattr(daskauc, cls)(**params).fit(ds.X, ds.y, checkpoint=ck, resume=True)
+    assert held < (total or straight.n_iter_), "killed after the fit had finished"
+    assert np.max(np.abs(resumed.coef_ - straight.coef_)) == 0.0
+    assert resumed.n_iter_ == straight.n_iter_
+
+
+def test_cli_checkpoint_and_resume(tmp_path, monkeypatch, capsys):
+    import daskauc.cluster as cluster_mod
+
+    def get_client(address=None, **kwargs):
+        from distributed import Client, LocalCluster
+
+        return Client(LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                   dashboard_address=":0"))
+
+    monkeypatch.setattr(cluster_mod, "get_client", get_client)
+    X, y = _data()
+    store = dataset_store(tmp_path / "ds.zarr", X.astype(np.float32), y, rows=300)
+    ck = str(tmp_path / "ck.zarr")
+    base = ["fit", store, "--method", "spam", "--seed", "5", "--checkpoint", ck]
+    assert main([*base[:2], str(tmp_path / "a.zarr"), *base[2:], "--epochs", "2"]) == 0
+    assert main([*base[:2], str(tmp_path / "b.zarr"), *base[2:], "--epochs", "4",
+                 "--resume"]) == 0
+    assert main(["fit", store, str(tmp_path / "c.zarr"), "--method", "spam", "--seed", "5",
+                 "--epochs", "4"]) == 0
+    np.testing.assert_array_equal(load_model(tmp_path / "b.zarr").coef_,
+                                  load_model(tmp_path / "c.zarr").coef_)
+    assert main(["fit", store, str(tmp_path / "d.zarr"), "--method", "lsauc",
+                 "--checkpoint", ck]) == 2
+    assert "no epochs or steps to checkpoint" in capsys.readouterr().err

@@ -1,0 +1,342 @@
+"""Nothing silently wrong, nothing lost: store integrity, paths, concurrent writers, leftovers,
+tampered models and the small input errors. Each test reproduces a case that gave a silently
+wrong answer (or lost work) before the fix, with real Zarr stores and, where a cluster matters,
+real scheduler and worker processes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import dask
+import numpy as np
+import pytest
+import zarr
+from helpers import ExternalCluster, dataset_store
+
+from daskauc import LSAUC, ModelFileError, RankSVM, StoreIntegrityError, load_model, save_model
+from daskauc.cli import main
+from daskauc.data import ingest_array, open_dataset
+from daskauc.data.store import begin_store, create_array, open_store, writing_store
+
+
+def _data(n=240, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=n) > 0, 1, -1).astype(np.int8)
+    return X, y
+
+
+@pytest.fixture
+def store(tmp_path):
+    X, y = _data()
+    return dataset_store(tmp_path / "ds.zarr", X, y, rows=60), X, y
+
+
+# ------------------------------------------------------------------------ store integrity
+
+
+def test_a_missing_chunk_is_an_error_naming_it_not_rows_of_zeros(store):
+    path, X, y = store
+    os.remove(os.path.join(path, "X", "c", "2", "0"))
+    with pytest.raises(StoreIntegrityError, match=r"chunk X/c/2/0 is missing"):
+        open_dataset(path)
+    with pytest.raises(StoreIntegrityError, match="X/c/2/0"):
+        LSAUC().fit(path, y)  # a store path given to an estimator is verified the same way
+
+
+def test_a_truncated_chunk_is_an_error(store):
+    path, _, _ = store
+    chunk = os.path.join(path, "y", "c", "1")
+    size = os.path.getsize(chunk)
+    with open(chunk, "r+b") as f:
+        f.truncate(size - 7)
+    with pytest.raises(StoreIntegrityError, match=rf"chunk y/c/1 has {size - 7} bytes, {size}"):
+        open_dataset(path)
+
+
+def test_a_chunk_lost_after_open_fails_the_read_on_the_worker(store):
+    path, X, _ = store
+    ds = open_dataset(path)
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+    os.remove(os.path.join(path, "X", "c", "3", "0"))
+    with pytest.raises(StoreIntegrityError, match=r"array X: chunk X/c/3/0 is missing"):
+        ds.X.sum().compute(scheduler="threads")
+
+
+def test_an_altered_chunk_fails_its_checksum(store):
+    path, _, _ = store
+    chunk = os.path.join(path, "X", "c", "1", "0")
+    with open(chunk, "r+b") as f:  # same size, one byte flipped: only the checksum sees it
+        f.seek(10)
+        b = f.read(1)
+        f.seek(10)
+        f.write(bytes([b[0] ^ 0xFF]))
+    ds = open_dataset(path)
+    with pytest.raises(StoreIntegrityError, match="rows 60:120 failed its checksum"):
+        ds.X.compute(scheduler="threads")
+
+
+def test_a_store_moved_away_after_open_names_the_host_and_path(store, tmp_path):
+    path, _, _ = store
+    ds = open_dataset(path)
+    os.rename(path, tmp_path / "elsewhere.zarr")
+    with pytest.raises(StoreIntegrityError, match="does not exist on host .*same path"):
+        ds.X.compute(scheduler="threads")
+
+
+def test_all_zero_chunks_are_written_and_recorded(tmp_path):
+    # Zarr skips all-fill chunks by default: absent chunks would then be legitimate, and a
+    # deleted chunk undetectable; every daskauc array writes them
+    X = np.zeros((100, 3), np.float32)
+    X[:10] = 1
+    y = np.r_[np.ones(50), -np.ones(50)].astype(np.int8)
+    path = dataset_store(tmp_path / "z.zarr", X, y, rows=25)
+    recorded = zarr.open_group(path).attrs["daskauc_chunks"]
+    assert {f"X/c/{i}/0" for i in range(4)} <= set(recorded)
+    os.remove(os.path.join(path, "X", "c", "3", "0"))  # an all-zero chunk
+    with pytest.raises(StoreIntegrityError, match="X/c/3/0 is missing"):
+        open_dataset(path)
+
+
+def test_a_write_that_skipped_a_chunk_is_not_committed(tmp_path):
+    with pytest.raises(StoreIntegrityError, match="left 1 chunk.* of array 'X' unwritten"):
+        with writing_store(tmp_path / "s.zarr", kind="dataset") as g:
+            z = create_array(g, "X", shape=(30, 2), chunks=(10, 2), dtype=np.float32)
+            z[:20] = 1.0
+    assert not (tmp_path / "s.zarr").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_a_store_without_chunk_records_warns(store):
+    path, _, _ = store
+    g = zarr.open_group(path, mode="r+")
+    attrs = dict(g.attrs)
+    del attrs["daskauc_chunks"]
+    g.attrs.clear()
+    g.attrs.update(attrs)
+    with pytest.warns(UserWarning, match="without chunk records"):
+        open_dataset(path)
+
+
+def test_a_missing_model_chunk_is_an_error_not_auc_one_half(store, tmp_path, capsys):
+    path, X, y = store
+    model = tmp_path / "m.zarr"
+    save_model(LSAUC().fit(X, y), model)
+    os.remove(model / "coef_" / "c" / "0")
+    assert main(["evaluate", str(model), path]) == 1
+    out, err = capsys.readouterr()
+    assert "chunk coef_/c/0 is missing" in err and '"auc"' not in out
+
+
+# ------------------------------------------------------------------------------- paths
+
+
+def test_relative_paths_reach_workers_started_elsewhere(tmp_path, monkeypatch, capsys):
+    """The reported case: ``daskauc --scheduler ... fit rel.zarr m`` with workers started in
+    another directory read no chunks and said "y has a single class ([0])"."""
+    X, y = _data(n=300)
+    here = tmp_path / "client"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    dataset_store("rel.zarr", X, y, rows=100)
+    cluster = ExternalCluster(tmp_path, cwd=tmp_path / "workers")
+    try:
+        with dask.config.set(scheduler=cluster.client):
+            ds = open_dataset("rel.zarr")
+            assert ds.path == str(here / "rel.zarr")
+            np.testing.assert_allclose(ds.X.sum(axis=0).compute(), X.sum(axis=0), rtol=1e-5)
+        assert main(["--scheduler", cluster.address, "fit", "rel.zarr", "m.zarr",
+                     "--method", "lsauc"]) == 0
+        expected = LSAUC().fit(X, y).coef_
+        np.testing.assert_allclose(load_model("m.zarr").coef_, expected, rtol=1e-5, atol=1e-7)
+    finally:
+        cluster.close()
+
+
+def test_fsspec_memory_urls_work_end_to_end():
+    X, y = _data()
+    url = "memory://daskauc-test/ds.zarr"
+    with dask.config.set(scheduler="threads"):
+        ingest_array(X, y, url, overwrite=True, chunk_rows=60)
+        ds = open_dataset(url)
+        np.testing.assert_array_equal(ds.X.compute(), X)
+        model = RankSVM(C=1.0).fit(ds.X, ds.y)
+        save_model(model, "memory://daskauc-test/m.zarr", overwrite=True)
+        back = load_model("memory://daskauc-test/m.zarr")
+    np.testing.assert_array_equal(back.coef_, model.coef_)
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.rm("/daskauc-test/ds.zarr/X/c/1/0")
+    with pytest.raises(StoreIntegrityError, match="X/c/1/0 is missing"):
+        open_dataset(url)
+    fs.rm("/daskauc-test", recursive=True)
+
+
+# ----------------------------------------------------------------- writers and leftovers
+
+
+def test_a_second_concurrent_writer_does_not_replace_the_first(tmp_path):
+    target = tmp_path / "out.zarr"
+    first = begin_store(target, kind="dataset")
+    second = begin_store(target, kind="dataset")  # both started before either committed
+    for pending, value in ((first, 1.0), (second, 2.0)):
+        create_array(pending.group, "X", shape=(4, 2), chunks=(4, 2), dtype=np.float32)[...] = value
+    first.commit()
+    with pytest.raises(FileExistsError, match="appeared while this write ran"):
+        second.commit()
+    assert open_store(target)["X"][0, 0] == 1.0
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+    third = begin_store(target, kind="dataset", overwrite=True)  # asked for: replaces
+    create_array(third.group, "X", shape=(4, 2), chunks=(4, 2), dtype=np.float32)[...] = 3.0
+    third.commit()
+    assert open_store(target)["X"][0, 0] == 3.0
+
+
+def test_two_concurrent_cli_ingests_one_wins_one_says_why(tmp_path):
+    X, y = _data(n=20000, d=20)
+    src = tmp_path / "d.csv"
+    np.savetxt(src, np.column_stack([X, y]), delimiter=",", fmt="%.5g")
+    cmd = [sys.executable, "-m", "daskauc.cli", "ingest", str(src), str(tmp_path / "o.zarr"),
+           "--chunk-rows", "500"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    # without --overwrite the second either finds the store at its start or at its commit
+    assert sorted(p.returncode for p in procs) == [0, 1], outs
+    assert any("already exists" in err or "appeared while" in err for _, err in outs)
+    np.testing.assert_allclose(open_dataset(tmp_path / "o.zarr").X.compute(), X, rtol=1e-4)
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_leftovers_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    import socket
+
+    host = socket.gethostname()
+    stale = [tmp_path / f".out.zarr.partial-{host}-{dead.pid}-deadbeef",
+             tmp_path / f".daskauc-spill-{host}-{dead.pid}-deadbeef"]
+    live = tmp_path / f".out.zarr.partial-{host}-{os.getpid()}-cafecafe"  # a running writer
+    other_host = tmp_path / f".out.zarr.partial-otherhost-{dead.pid}-cafecafe"
+    for p in (*stale, live, other_host):
+        (p / "X").mkdir(parents=True)
+    X, y = _data()
+    src = tmp_path / "d.csv"
+    np.savetxt(src, np.column_stack([X, y]), delimiter=",", fmt="%.6g")
+    from daskauc import ingest
+
+    ingest(src, tmp_path / "out.zarr")
+    left = sorted(p for p in os.listdir(tmp_path) if p.startswith("."))
+    assert left == sorted([live.name, other_host.name])
+
+
+def test_cli_checks_outputs_before_any_work(tmp_path, capsys):
+    X, y = _data()
+    path = dataset_store(tmp_path / "ds.zarr", X, y, rows=60)
+    model = tmp_path / "m.zarr"
+    save_model(LSAUC().fit(X, y), model)
+    before = open(model / "zarr.json").read()
+    capsys.readouterr()
+    assert main(["fit", path, str(model), "--method", "nsauc"]) == 1
+    out, err = capsys.readouterr()
+    assert "already exists" in err and "fit nsauc" not in out and "dashboard" not in out
+    assert open(model / "zarr.json").read() == before
+    assert main(["embed", path, str(model)]) == 1  # embed: before the scaler and k-means
+    out, err = capsys.readouterr()
+    assert "already exists" in err and "k-means" not in out and "dashboard" not in out
+    assert main(["fit", str(tmp_path / "nope.zarr"), str(tmp_path / "m2.zarr")]) == 1
+    out, err = capsys.readouterr()
+    assert "no store at" in err and "dashboard" not in out
+
+
+def test_losing_the_scheduler_is_a_one_line_error(tmp_path, capsys):
+    X, y = _data(n=4000, d=20)
+    path = dataset_store(tmp_path / "ds.zarr", X, y, rows=250)
+    cluster = ExternalCluster(tmp_path, cwd=tmp_path)
+    import threading
+
+    timer = threading.Timer(4.0, cluster.kill_scheduler)
+    timer.start()
+    try:
+        code = main(["--scheduler", cluster.address, "fit", path, str(tmp_path / "m.zarr"),
+                     "--method", "nsauc", "--epochs", "100000"])
+    finally:
+        timer.cancel()
+        cluster.close()
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "the Dask cluster failed" in err and "Traceback" not in err
+    assert not (tmp_path / "m.zarr").exists()
+
+
+# ------------------------------------------------------------------------ tampered models
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    X, y = _data()
+    path = tmp_path / "m.zarr"
+    save_model(RankSVM().fit(X, y), path)
+    return path
+
+
+def _edit_attrs(path, fn, where=""):
+    meta = path / where / "zarr.json"
+    doc = json.loads(meta.read_text())
+    fn(doc["attributes"])
+    meta.write_text(json.dumps(doc))
+
+
+def test_a_tampered_shape_is_refused_before_allocating(model_path):
+    meta = model_path / "coef_" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["shape"] = [300_000_000]
+    doc["chunk_grid"]["configuration"]["chunk_shape"] = [300_000_000]
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(ModelFileError, match=r"declares shape \(300000000,\)"):
+        load_model(model_path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda a: a["fitted"].update(decision_function=1), "would shadow"),
+    (lambda a: a["fitted"].update(__class__=1), "not a fitted attribute name"),
+    (lambda a: a.pop("params"), "'params' is missing"),
+    (lambda a: a.update({"class": "Dataset"}), "not a daskauc estimator"),
+    (lambda a: a.update({"class": "os.system"}), "not a daskauc estimator"),
+    (lambda a: a["params"].update(evil=1), r"no parameter\(s\) \['evil'\]"),
+    (lambda a: a.update(children=["embedding_"]), "sub-estimator 'embedding_' is missing"),
+])
+def test_a_tampered_model_is_a_clear_error(model_path, edit, message, capsys):
+    _edit_attrs(model_path, edit)
+    with pytest.raises(ModelFileError, match=message):
+        load_model(model_path)
+    capsys.readouterr()
+    assert main(["evaluate", str(model_path), str(model_path)]) == 1  # one line, no traceback
+    err = capsys.readouterr().err
+    assert err.startswith("daskauc evaluate: error:") and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------- small input errors
+
+
+def test_small_input_errors_say_what_is_wrong(tmp_path):
+    import scipy.sparse as sp
+
+    y = np.r_[np.ones(5), -np.ones(5)]
+    with pytest.raises(TypeError, match="sparse csr_matrix; daskauc reads dense"):
+        ingest_array(sp.random(10, 3, format="csr"), y, tmp_path / "a.zarr")
+    with pytest.raises(ValueError, match="0 samples"):
+        ingest_array(np.zeros((0, 3)), np.zeros(0), tmp_path / "b.zarr")
+    from daskauc import PairwiseHingeSGD
+
+    for est in (PairwiseHingeSGD(), RankSVM(), LSAUC()):
+        with pytest.raises(ValueError, match="0 features"):
+            est.fit(np.zeros((10, 0)), y)
+        with pytest.raises(ValueError, match="0 samples"):
+            est.fit(np.zeros((0, 3)), np.zeros(0))
+    from daskauc import ingest
+
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        ingest(tmp_path, tmp_path / "c.zarr")
