@@ -38,6 +38,7 @@ class ExternalCluster:
         import time
 
         self.tmp_path, self.cwd = tmp_path, cwd
+        os.makedirs(tmp_path, exist_ok=True)
         os.makedirs(cwd, exist_ok=True)
         self.scheduler_file = str(tmp_path / "scheduler.json")
         env = {**os.environ, "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
@@ -51,18 +52,36 @@ class ExternalCluster:
             if time.time() > deadline or self.scheduler.poll() is not None:
                 raise RuntimeError("the dask scheduler did not start")
             time.sleep(0.1)
-        self.workers = [
-            subprocess.Popen(
-                [*dask_cli, "worker", "--scheduler-file", self.scheduler_file, "--nthreads",
-                 "1", "--nworkers", "1", "--no-nanny", "--no-dashboard", "--memory-limit",
-                 memory_limit, "--local-directory", str(tmp_path / f"worker-{i}")],
-                cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for i in range(n_workers)]
+        self._worker_cmd = [
+            *dask_cli, "worker", "--scheduler-file", self.scheduler_file, "--nthreads", "1",
+            "--nworkers", "1", "--no-nanny", "--no-dashboard", "--memory-limit", memory_limit]
+        self._env = env
+        self.workers = [self._start_worker(i) for i in range(n_workers)]
         from distributed import Client
 
         self.client = Client(scheduler_file=self.scheduler_file, set_as_default=False)
         self.client.wait_for_workers(n_workers, timeout=60)
         self.address = self.client.scheduler.address
+
+    def _start_worker(self, i: int):
+        import subprocess
+
+        return subprocess.Popen(
+            [*self._worker_cmd, "--local-directory", str(self.tmp_path / f"worker-{i}")],
+            cwd=self.cwd, env=self._env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def restart_worker(self, i: int) -> None:
+        """Start worker ``i`` again (after it was killed) and wait until it has joined."""
+        import time
+
+        if self.workers[i].poll() is None:
+            return
+        self.workers[i] = self._start_worker(i)
+        deadline = time.time() + 60
+        while len(self.client.scheduler_info(n_workers=-1)["workers"]) < len(self.workers):
+            if time.time() > deadline:
+                raise RuntimeError("the restarted worker did not join")
+            time.sleep(0.05)
 
     def kill_scheduler(self) -> None:
         import signal

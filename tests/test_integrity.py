@@ -154,6 +154,16 @@ def test_relative_paths_reach_workers_started_elsewhere(tmp_path, monkeypatch, c
         cluster.close()
 
 
+def test_file_urls_and_home_relative_paths_resolve_to_the_same_store(tmp_path, monkeypatch):
+    X, y = _data()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ingest_array(X, y, f"file://{tmp_path}/a.zarr")
+    for spelling in (f"file://{tmp_path}/a.zarr", "~/a.zarr", str(tmp_path / "a.zarr")):
+        ds = open_dataset(spelling)
+        assert ds.path == str(tmp_path / "a.zarr")
+        np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+
+
 def test_fsspec_memory_urls_work_end_to_end():
     X, y = _data()
     url = "memory://daskauc-test/ds.zarr"
@@ -230,6 +240,22 @@ def test_leftovers_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     ingest(src, tmp_path / "out.zarr")
     left = sorted(p for p in os.listdir(tmp_path) if p.startswith("."))
     assert left == sorted([live.name, other_host.name])
+
+
+def test_a_replace_killed_between_its_renames_is_undone(store, tmp_path):
+    """overwrite=True moves the old store aside, then the new one in: a kill in between left
+    no store at the path. The next open (or write) moves the old one back."""
+    import socket
+
+    path, X, _ = store
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    aside = tmp_path / f".ds.zarr.partial-{socket.gethostname()}-{dead.pid}-0badf00d.old"
+    os.rename(path, aside)
+    with pytest.warns(UserWarning, match="restored the previous store"):
+        ds = open_dataset(path)
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+    assert not aside.exists()
 
 
 def test_cli_checks_outputs_before_any_work(tmp_path, capsys):

@@ -166,25 +166,29 @@ def owned_tmp_name(prefix: str) -> str:
     return f"{prefix}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def remove_stale(prefix: str) -> list[str]:
-    """Remove the directories named ``prefix`` + host-pid-tag (see :func:`owned_tmp_name`)
-    left by processes of this host that no longer run (a crashed or killed writer); return
-    them. Those of live processes, or of other hosts, are left alone."""
+def _left_by_dead_writers(prefix: str) -> list[str]:
+    """Paths named ``prefix`` + HOST-PID-TAG (see :func:`owned_tmp_name`) whose process, on
+    this host, no longer runs."""
     parent, base = os.path.split(prefix)
-    host = socket.gethostname()
-    removed = []
     try:
-        names = os.listdir(parent or ".")
+        names = sorted(os.listdir(parent or "."))
     except FileNotFoundError:
-        return removed
+        return []
+    host, out = socket.gethostname(), []
     for name in names:
-        if not name.startswith(base):
-            continue
-        parts = name[len(base):].rsplit("-", 2)
-        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit() or _alive(int(parts[1])):
-            continue
-        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-        removed.append(os.path.join(parent, name))
+        parts = name[len(base):].rsplit("-", 2) if name.startswith(base) else []
+        if len(parts) == 3 and parts[0] == host and parts[1].isdigit() \
+                and not _alive(int(parts[1])):
+            out.append(os.path.join(parent, name))
+    return out
+
+
+def remove_stale(prefix: str) -> list[str]:
+    """Remove what killed writers left under ``prefix`` (this host's dead processes only;
+    those of live processes, or of other hosts, are left alone); return the paths."""
+    removed = _left_by_dead_writers(prefix)
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
     return removed
 
 
@@ -194,18 +198,9 @@ def restore_interrupted(final: str) -> bool:
     return True; a checkpoint is then never lost by a kill during its own save."""
     if _is_url(final) or os.path.exists(final):
         return False
-    prefix = _partial_prefix(final)
-    parent, base = os.path.split(prefix)
-    try:
-        names = sorted(os.listdir(parent or "."))
-    except FileNotFoundError:
-        return False
-    for name in names:
-        parts = name[len(base):].rsplit("-", 2)
-        if (name.startswith(base) and name.endswith(".old") and len(parts) == 3
-                and parts[0] == socket.gethostname() and parts[1].isdigit()
-                and not _alive(int(parts[1]))):
-            os.rename(os.path.join(parent, name), final)
+    for path in _left_by_dead_writers(_partial_prefix(final)):
+        if path.endswith(".old"):
+            os.rename(path, final)
             warnings.warn(f"{final}: restored the previous store, whose replacement was "
                           "interrupted", stacklevel=3)
             return True
@@ -359,6 +354,12 @@ def verify_store(group: zarr.Group, path: str, storage_options: dict | None = No
         elif present[key] != size:
             bad.append(f"chunk {key} has {present[key]} bytes, {size} were written "
                        "(truncated or altered)")
+    for name, arr in _arrays(group):  # a shape edited after the write declares more chunks
+        extra = next((k for k in _grid_keys(arr, f"{name}/") if k not in recorded), None)
+        if extra is not None:
+            bad.append(f"array {name!r} declares shape {arr.shape} but chunk {extra} was "
+                       "never written (its metadata was altered)")
+            break
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise StoreIntegrityError(f"{path} is damaged: {bad[0]}{more}; it cannot be used: "

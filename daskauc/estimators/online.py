@@ -54,7 +54,7 @@ class _OnlineAUCModel(LinearAUCModel):
         check_params(self, self._param_table())
         seed_sequence(self.random_state)  # TypeError for a bad random_state
 
-    def fit(self, X, y, *, checkpoint=None, resume: bool = False):
+    def fit(self, X, y=None, *, checkpoint=None, resume: bool = False):
         """Run ``n_epochs`` passes from scratch.
 
         Parameters

@@ -105,7 +105,7 @@ class RankSVM(LinearAUCModel):
         self.persist = persist
         self.warm_start = warm_start
 
-    def fit(self, X, y, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):
+    def fit(self, X, y=None, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):
         """Fit on rows ``X`` (numpy, dask, zarr or a store path) and binary labels ``y``.
 
         ``X_val`` / ``y_val`` (optional) record the validation AUC of every iteration in

@@ -1,0 +1,348 @@
+"""The fault matrix: every solver family x every fault gives the same result as without the
+fault, or a clear error naming the problem; never a silently different result or a lost model.
+
+Families: the NSAUC chain, a least-squares chain (SPAM), OAM, Newton (RankSVM), the LSAUC pass,
+k-means and the embedding write. Faults: a worker SIGKILLed mid-run, the scheduler lost, a
+missing chunk, a truncated chunk, a concurrent writer, a tampered model and a relative path
+with workers started in another directory; a killed writing process is covered by
+tests/test_checkpoint.py (fits) and here (the embedding write). Workers and schedulers are real
+processes (``dask scheduler`` / ``dask worker``), killed by pid. The heavy version, on larger
+data, is ``scripts/fault_matrix.py``.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import dask
+import numpy as np
+import pytest
+from helpers import ExternalCluster, dataset_store
+
+from daskauc import (
+    LSAUC,
+    OAM,
+    SPAM,
+    KMeansNystroem,
+    MiniBatchKMeans,
+    ModelFileError,
+    PairwiseHingeSGD,
+    RankSVM,
+    StoreIntegrityError,
+    load_model,
+    save_model,
+)
+from daskauc.data import open_dataset
+
+ESTIMATORS = {"nsauc": lambda: PairwiseHingeSGD(n_epochs=2, random_state=0),
+              "spam": lambda: SPAM(n_epochs=2, random_state=0),
+              "oam": lambda: OAM(n_epochs=2, random_state=0),
+              "newton": lambda: RankSVM(C=1.0), "lsauc": LSAUC,
+              "kmeans": lambda: MiniBatchKMeans(6, n_epochs=2, batch_size=500, random_state=0)}
+FAMILIES = [*ESTIMATORS, "embedding"]
+SOLVERS = ["nsauc", "spam", "oam", "newton", "lsauc"]
+
+
+def _embed(path, out=None):
+    fmap = KMeansNystroem(20, landmarks="random", random_state=0).fit(open_dataset(path).X)
+    out = out or os.path.join(os.path.dirname(path), f"emb-{time.monotonic_ns()}.zarr")
+    return fmap.write_embedding(path, out).X.compute()
+
+
+def run_family(family, store):
+    """The family's result on ``store``: coefficients, centres or the embedding's rows."""
+    if family == "embedding":
+        return _embed(store)
+    if family == "kmeans":
+        return ESTIMATORS[family]().fit(open_dataset(store).X).cluster_centers_
+    return ESTIMATORS[family]().fit(store).coef_
+
+
+def fit_and_write(family, store, out):
+    """The family's run writing its output (a model, or the embedding store) to ``out``."""
+    if family == "embedding":
+        return _embed(store, out)
+    X = open_dataset(store).X if family == "kmeans" else store
+    save_model(ESTIMATORS[family]().fit(X), out)
+
+
+def read_output(family, out):
+    if family == "embedding":
+        return open_dataset(out).X.compute()
+    model = load_model(out)
+    return model.cluster_centers_ if family == "kmeans" else model.coef_
+
+
+#: rows of the matrix's dataset; scripts/fault_matrix.py runs the same tests on more
+ROWS = int(os.environ.get("DASKAUC_FAULT_ROWS", "6000"))
+
+
+def _data(n=ROWS, d=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.where(X[:, 0] + X[:, 1] ** 2 + rng.normal(size=n) > 1, 1, -1).astype(np.int8)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Each family's result on the intact store, threaded scheduler."""
+    root = tmp_path_factory.mktemp("faults")
+    X, y = _data()
+    store = dataset_store(root / "ds.zarr", X, y, rows=max(500, ROWS // 12))
+    results, seconds = {}, {}
+    with dask.config.set(scheduler="threads"):
+        for name in FAMILIES:
+            t = time.perf_counter()
+            fit_and_write(name, store, str(root / f"ref-{name}.zarr"))
+            seconds[name] = time.perf_counter() - t
+            results[name] = read_output(name, str(root / f"ref-{name}.zarr"))
+    return root, store, results, seconds
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two real worker processes started in a directory of their own."""
+    root = tmp_path_factory.mktemp("cluster")
+    c = ExternalCluster(root, cwd=root / "elsewhere", n_workers=2)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def cluster_reference(reference, cluster):
+    """Each family's result on the cluster, absolute path, no fault (computed when first
+    asked for): float32 products may round differently on the threaded scheduler, so "the
+    same result" is measured against the same cluster without the fault."""
+    _, store, _, _ = reference
+    cache = {}
+
+    def get(family):
+        if family not in cache:
+            with dask.config.set(scheduler=cluster.client):
+                cache[family] = run_family(family, store)
+        return cache[family]
+    return get
+
+
+def _assert_same(name, got, expected):
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12,
+                               err_msg=f"{name}: a different result, not an error")
+
+
+# ----------------------------------------------------------------- faults in the store
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("fault", ["missing", "truncated"])
+def test_a_damaged_input_chunk_is_a_clear_error(reference, tmp_path, family, fault):
+    X, y = _data()
+    store = dataset_store(tmp_path / "ds.zarr", X, y, rows=500)
+    chunk = os.path.join(store, "X", "c", "4", "0")
+    if fault == "missing":
+        os.remove(chunk)
+    else:
+        with open(chunk, "r+b") as f:
+            f.truncate(100)
+    with dask.config.set(scheduler="threads"), pytest.raises(StoreIntegrityError,
+                                                             match="chunk X/c/4/0"):
+        run_family(family, store)
+
+
+# --------------------------------------------------------------- relative paths, workers
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_relative_path_with_workers_elsewhere_gives_the_same_result(
+        reference, cluster, cluster_reference, monkeypatch, family):
+    root, store, _, _ = reference
+    expected = cluster_reference(family)
+    monkeypatch.chdir(root)
+    with dask.config.set(scheduler=cluster.client):
+        got = run_family(family, os.path.basename(store))  # relative to the client's cwd only
+    _assert_same(family, got, expected)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_worker_killed_mid_run_gives_the_same_result(reference, cluster, cluster_reference,
+                                                       family):
+    _, store, _, _ = reference
+    expected = cluster_reference(family)
+    out = {}
+
+    def run():
+        with dask.config.set(scheduler=cluster.client):
+            try:
+                out["result"] = run_family(family, store)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                out["error"] = exc
+
+    pids = cluster.client.run(os.getpid)  # worker address -> pid
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.time() + 30
+    busy = []
+    while thread.is_alive() and not busy and time.time() < deadline:
+        busy = [a for a, tasks in cluster.client.processing().items() if tasks]
+        time.sleep(0.002)
+    running = thread.is_alive()
+    i = next(k for k, p in enumerate(cluster.workers) if p.pid == pids[busy[0]]) if busy else 0
+    cluster.workers[i].send_signal(signal.SIGKILL)  # the worker running the tasks, mid-run
+    cluster.workers[i].wait()
+    thread.join(timeout=120)
+    cluster.restart_worker(i)
+    assert running and busy, "the run ended before the kill"
+    assert "error" not in out, out.get("error")
+    _assert_same(family, out["result"], expected)
+
+
+def test_losing_the_scheduler_is_a_clear_error_for_every_family(tmp_path, capsys):
+    """Through the command line: exit status 3 and one line, for a fit (each solver family)
+    for k-means (``embed``) and for the embedding write (``embed --map``); nothing saved."""
+    from daskauc.cli import main
+
+    X, y = _data(n=20000, d=20)
+    store = dataset_store(tmp_path / "ds.zarr", X, y, rows=400)
+    commands = {m: ["fit", store, str(tmp_path / f"m-{m}.zarr"), "--method", m]
+                for m in ("nsauc", "spam", "oam", "nbauc")}
+    commands["nsauc"] += ["--epochs", "100000"]
+    commands["spam"] += ["--epochs", "100000"]
+    commands["oam"] += ["--epochs", "100000"]
+    commands["nbauc"] += ["--param", "tol=1e-30", "--param", "max_iter=100000",
+                          "--C", "1000"]
+    commands["embed"] = ["embed", store, str(tmp_path / "emb.zarr"), "--landmarks", "50",
+                         "--kmeans-epochs", "100000"]
+    commands["lsauc"] = ["fit", store, str(tmp_path / "m-lsauc.zarr"), "--method", "lsauc"]
+    with dask.config.set(scheduler="threads"):
+        _embed(store, str(tmp_path / "map.zarr"))
+    commands["write"] = ["embed", store, str(tmp_path / "emb-write.zarr"), "--map",
+                         str(tmp_path / "map.zarr")]
+    for name, cmd in commands.items():
+        c = ExternalCluster(tmp_path / f"cluster-{name}", cwd=tmp_path, n_workers=1)
+        if name in ("lsauc", "write"):  # too quick to interrupt: the scheduler is gone first
+            c.kill_scheduler()
+        else:
+            threading.Timer(2.0, c.kill_scheduler).start()
+        try:
+            with dask.config.set({"distributed.comm.timeouts.connect": "3s"}):
+                code = main(["--scheduler", c.address, *cmd])
+        finally:
+            c.close()
+        err = capsys.readouterr().err
+        assert code == 3, (name, err)
+        assert "the Dask cluster failed" in err and "Traceback" not in err, (name, err)
+        assert not [p for p in os.listdir(tmp_path) if p.startswith(("m-", "emb"))], name
+
+
+# ------------------------------------------------------------------- outputs and models
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_two_concurrent_writers_keep_one_output_and_refuse_the_other(reference, tmp_path,
+                                                                     family):
+    _, store, results, _ = reference
+    outcomes, barrier = [], threading.Barrier(2)
+
+    def write():
+        barrier.wait()
+        try:
+            with dask.config.set(scheduler="threads"):
+                fit_and_write(family, store, str(tmp_path / "out.zarr"))
+            outcomes.append("written")
+        except FileExistsError as exc:
+            assert "already exists" in str(exc) or "appeared while" in str(exc)
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=write) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert sorted(outcomes) == ["refused", "written"]
+    _assert_same(family, read_output(family, str(tmp_path / "out.zarr")), results[family])
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+_WRITER = """
+import sys
+import dask
+dask.config.set(scheduler="threads")
+sys.path.insert(0, {tests!r})
+from test_faults import fit_and_write
+print("start", flush=True)
+fit_and_write({family!r}, {store!r}, {out!r})
+"""
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("when", [0.3, 0.8])
+def test_killing_the_writing_process_leaves_the_whole_output_or_none(reference, tmp_path,
+                                                                     family, when):
+    _, store, results, _ = reference
+    out = str(tmp_path / "out.zarr")
+    code = _WRITER.format(tests=os.path.dirname(__file__), family=family, store=store, out=out)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "start"
+    time.sleep(when * reference[3][family])  # a fraction of the family's measured run time
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    if not os.path.exists(out):  # killed before the commit: a rerun writes it and removes
+        with dask.config.set(scheduler="threads"):  # the killed writer's leftovers
+            fit_and_write(family, store, out)
+    _assert_same(family, read_output(family, out), results[family])
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_tampered_output_is_a_clear_error(reference, tmp_path, family):
+    """A shape edited in a model (or in an embedding's map) is refused before anything is
+    allocated or read as fill values."""
+    import json
+
+    from daskauc import load_embedding_map
+
+    _, store, _, _ = reference
+    out = tmp_path / "out.zarr"
+    with dask.config.set(scheduler="threads"):
+        fit_and_write(family, store, str(out))
+    name = {"kmeans": "cluster_centers_", "embedding": "map/landmarks"}.get(family, "coef_")
+    meta = out / name / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["shape"][0] *= 1000  # declares a far larger array than is stored
+    if family != "embedding":  # models: one chunk, as they are written
+        doc["chunk_grid"]["configuration"]["chunk_shape"][0] *= 1000
+    meta.write_text(json.dumps(doc))
+    if family == "embedding":
+        with pytest.raises(StoreIntegrityError, match="'map/landmarks' declares shape"):
+            load_embedding_map(out)
+    else:
+        with pytest.raises(ModelFileError, match=f"array '{name}' declares shape"):
+            load_model(out)
+
+
+def test_an_embedding_write_killed_mid_write_leaves_nothing_that_opens(tmp_path):
+    X, y = _data(n=60000, d=20)
+    store = dataset_store(tmp_path / "ds.zarr", X, y, rows=2000)
+    out = tmp_path / "emb.zarr"
+    code = ("import dask; dask.config.set(scheduler='threads')\n"
+            "from daskauc import KMeansNystroem\nfrom daskauc.data import open_dataset\n"
+            f"ds = open_dataset({str(store)!r})\n"
+            "m = KMeansNystroem(400, landmarks='random', random_state=0).fit(ds.X)\n"
+            "print('writing', flush=True)\n"
+            f"m.write_embedding({str(store)!r}, {str(out)!r})\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "writing"
+    deadline = time.time() + 60
+    while not [p for p in os.listdir(tmp_path) if p.startswith(".emb.zarr.partial-")]:
+        assert time.time() < deadline and child.poll() is None
+        time.sleep(0.001)
+    time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert not out.exists()  # nothing at the target: an interrupted write never opens
+    with dask.config.set(scheduler="threads"):
+        again = _embed(str(store), str(out))  # the rerun removes the killed writer's leftovers
+        fresh = _embed(str(store), str(tmp_path / "fresh.zarr"))
+    np.testing.assert_array_equal(again, fresh)
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
