@@ -196,3 +196,26 @@ def test_cli_checkpoint_and_resume(tmp_path, monkeypatch, capsys):
     assert main(["fit", store, str(tmp_path / "d.zarr"), "--method", "lsauc",
                  "--checkpoint", ck]) == 2
     assert "no epochs or steps to checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, params, short", [
+    ("NSAUC", {"n_epochs": 4}, {"n_epochs": 2}),
+    ("NBAUC", {}, {"max_iter": 1}),
+])
+def test_presets_pass_the_checkpoint_to_their_solver(tmp_path, name, params, short):
+    """The preset's checkpoint holds its solver; the embedding is recomputed on resume
+    (deterministic for an integer random_state), so the resumed preset is the same model."""
+    import warnings
+
+    import daskauc
+
+    X, y = _data(n=1500)
+    cls = getattr(daskauc, name)
+    straight = cls(n_landmarks=32, random_state=0, **params).fit(X, y)
+    ck = tmp_path / "ck.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NBAUC stopped after one Newton step says so
+        cls(n_landmarks=32, random_state=0, **{**params, **short}).fit(X, y, checkpoint=ck)
+    resumed = cls(n_landmarks=32, random_state=0, **params).fit(X, y, checkpoint=ck,
+                                                                 resume=True)
+    np.testing.assert_array_equal(resumed.decision_function(X), straight.decision_function(X))
