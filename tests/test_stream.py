@@ -127,3 +127,22 @@ def test_numpy_input_becomes_read_only_views_not_a_copy():
     X[230, 1] = np.inf
     with pytest.raises(ValueError, match=r"NaN or infinity \(first in row 230\)"):
         as_row_chunked(X, chunk_rows=100)
+
+
+@pytest.mark.parametrize("cls", [PairwiseHingeSGD, SPAM, OAM, TwoPassAUC, SOLAM, OPAUC, SPDAM,
+                                 UnivariateAUC])
+def test_fits_on_arrays_persisted_on_a_process_cluster(dask_cluster_client, cls):
+    """The first epoch's finiteness check made a persisted X look lazy: the chain then tried
+    to read its blocks from a graph of Futures and failed ("Missing dependency")."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 6)).astype(np.float32)
+    y = np.where(X[:, 0] + rng.normal(size=4000) > 0, 1, -1).astype(np.int8)
+    Xd = da.from_array(X, chunks=(500, 6)).persist()
+    yd = da.from_array(y, chunks=500).persist()
+    on_cluster = cls(n_epochs=2, random_state=0).fit(Xd, yd)
+    import dask
+
+    with dask.config.set(scheduler="threads"):  # the same chunks, read lazily, in-process
+        local = cls(n_epochs=2, random_state=0).fit(da.from_array(X, chunks=(500, 6)),
+                                                    da.from_array(y, chunks=500))
+    np.testing.assert_allclose(on_cluster.coef_, local.coef_, rtol=1e-10, atol=1e-12)

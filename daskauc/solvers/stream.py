@@ -102,7 +102,12 @@ def epoch_graph(
         raise ValueError("X and y must have the same row chunks")
     params = dict(params or {})
     if stream is None:
-        stream = not is_materialized(X)
+        # the first epoch reads X through a lazy finiteness check: what matters is whether
+        # the data under it is in memory (a persisted array must not be streamed: its chunks
+        # live on the workers, not in a graph a chain task could run)
+        from .._validation import without_finite_check
+
+        stream = not is_materialized(without_finite_check(X))
     token = tokenize(X.name, y.name, stream, list(map(int, order)), solver,
                      [s.entropy if s is not None else None for s in (seeds or [])],
                      [s.spawn_key if s is not None else None for s in (seeds or [])],
