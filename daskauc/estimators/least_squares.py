@@ -317,6 +317,14 @@ class SPAM(_LSModel):
         iterate the paper's theorems bound).
     n_epochs : int >= 1, default 5
     shuffle, random_state : as :class:`TwoPassAUC`.
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`). 1 is the
+        sequential algorithm, bit for bit; more chains use more workers and give a (close,
+        not identical) parameter-mixed result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Notes
     -----
@@ -338,7 +346,7 @@ class SPAM(_LSModel):
 
     def __init__(self, lam: float = 1e-3, *, l1: float = 0.0, eta: float = 1.0,
                  schedule: str = "invsqrt", average: bool = True, n_epochs: int = 5,
-                 shuffle: bool = True, random_state=None):
+                 shuffle: bool = True, random_state=None, n_chains=1, sync_every=None):
         self.lam = lam
         self.l1 = l1
         self.eta = eta
@@ -347,12 +355,15 @@ class SPAM(_LSModel):
         self.n_epochs = n_epochs
         self.shuffle = shuffle
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
         return spam(X, y, lam=float(self.lam), l1=float(self.l1), eta=float(self.eta),
                     schedule=self.schedule, average=self.average, n_epochs=n_epochs,
                     shuffle=self.shuffle, random_state=self.random_state, state=state,
-                    update_means=continuing)
+                    update_means=continuing, n_chains=self.n_chains,
+                    sync_every=self.sync_every)
 
 
 class SPDAM(_LSModel):

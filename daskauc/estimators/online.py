@@ -155,6 +155,14 @@ class OAM(_OnlineAUCModel):
         ``partial_fit``, the AUC on the batch, which must then hold both classes).
     random_state : None, int or numpy Generator, default=None
         Seed of every random choice (orders and reservoir decisions).
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`). 1 is the
+        sequential algorithm, bit for bit; more chains use more workers and give a (close,
+        not identical) parameter-mixed result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Attributes
     ----------
@@ -190,7 +198,8 @@ class OAM(_OnlineAUCModel):
 
     def __init__(self, C: float = 1.0, *, buffer_size: int = 100, update: str = "seq",
                  eta: float = 0.5, average: bool = False, n_epochs: int = 1,
-                 shuffle: bool = True, record_auc: bool = False, random_state=None):
+                 shuffle: bool = True, record_auc: bool = False, random_state=None,
+                 n_chains=1, sync_every=None):
         self.C = C
         self.buffer_size = buffer_size
         self.update = update
@@ -200,6 +209,8 @@ class OAM(_OnlineAUCModel):
         self.shuffle = shuffle
         self.record_auc = record_auc
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _param_table(self) -> dict:
         return {
@@ -217,7 +228,8 @@ class OAM(_OnlineAUCModel):
         return oam(X, y, C=float(self.C), buffer_size=int(self.buffer_size), update=self.update,
                    eta=float(self.eta), average=self.average, n_epochs=n_epochs,
                    shuffle=self.shuffle, random_state=self.random_state, state=state,
-                   validation=validation)
+                   validation=validation, n_chains=self.n_chains,
+                   sync_every=self.sync_every)
 
 
 class UnivariateAUC(_OnlineAUCModel):

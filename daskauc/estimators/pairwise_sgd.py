@@ -33,6 +33,14 @@ class PairwiseHingeSGD(LinearAUCModel):
     shuffle : bool, default=True
         Visit the chunks in a new random order every epoch.
     random_state : int, Generator or None
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`). 1 is the
+        sequential algorithm, bit for bit; more chains use more workers and give a (close,
+        not identical) parameter-mixed result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Attributes
     ----------
@@ -67,7 +75,8 @@ class PairwiseHingeSGD(LinearAUCModel):
     }
 
     def __init__(self, lam=1e-8, *, n_epochs=5, average=True, rskip=16, askip=16,
-                 average_start=0, t0=None, eta0_pairs=1000, shuffle=True, random_state=None):
+                 average_start=0, t0=None, eta0_pairs=1000, shuffle=True, random_state=None,
+                 n_chains=1, sync_every=None):
         self.lam = lam
         self.n_epochs = n_epochs
         self.average = average
@@ -78,12 +87,15 @@ class PairwiseHingeSGD(LinearAUCModel):
         self.eta0_pairs = eta0_pairs
         self.shuffle = shuffle
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _solver_kwargs(self):
         return dict(lam=float(self.lam), average=self.average, rskip=int(self.rskip),
                     askip=int(self.askip), average_start=int(self.average_start),
                     t0=self.t0, eta0_pairs=int(self.eta0_pairs), shuffle=self.shuffle,
-                    random_state=self.random_state)
+                    random_state=self.random_state, n_chains=self.n_chains,
+                    sync_every=self.sync_every)
 
     def fit(self, X, y=None, *, validation=None, callback=None, checkpoint=None,
             resume: bool = False):

@@ -176,3 +176,35 @@ def _univariate_chunk(
     counts[1] = n_pos
     offset[0] = b
     offset[1] = bbar
+
+
+@njit(nogil=True, cache=True)
+def _offer_own_rows(
+    X,          # IN  (m, d) rows of the chunk
+    y,          # IN  (m,) int8 labels in {-1, +1}
+    order,      # IN  (m,) int64 visiting order
+    u,          # IN  (m,) float64 uniform draws of the visit (oam_draws)
+    slot,       # IN  (m,) int64 replacement slots of the visit
+    own_neg,    # INOUT (K, d) reservoir of this chain's own negatives
+    own_pos,    # INOUT (K, d) reservoir of this chain's own positives
+    own_counts, # INOUT (2,) int64 [own negatives, own positives] seen
+):
+    """Algorithm R over one chain's own rows only (parallel chains, for the exact merge of
+    OAM's reservoirs), with the visit's draws: the ``k``-th own row of a class takes slot
+    ``k - 1`` while ``k <= K``, later slot ``slot[s]`` when ``u[s] < K / k``."""
+    K = own_pos.shape[0]
+    for s in range(order.shape[0]):
+        i = order[s]
+        c = 1 if y[i] > 0 else 0
+        own_counts[c] += 1
+        k = own_counts[c]
+        if k <= K:
+            j = k - 1
+        elif u[s] * k < K:
+            j = slot[s]
+        else:
+            continue
+        if c == 1:
+            own_pos[j, :] = X[i, :]
+        else:
+            own_neg[j, :] = X[i, :]

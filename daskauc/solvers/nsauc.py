@@ -37,7 +37,8 @@ from .._validation import seed_sequence, without_finite_check
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
-from .stream import block_class_counts, epoch_graph, epoch_plan
+from .chains import merge_running_average
+from .stream import block_class_counts, epoch_graph, epoch_plan, resolve_chains
 
 logger = logging.getLogger("daskauc")
 
@@ -94,6 +95,27 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, n_steps, *, lam
     _pairwise_hinge_steps(X_block, pos, neg, ri, rj, w, wbar, counters, float(lam),
                           float(state.t0), int(rskip), int(askip), int(average_start))
     return replace(state, w=w, wbar=wbar, t=int(counters[0]), q=int(counters[1]))
+
+
+def merge_chains(start: PairwiseSGDState, finals: list[PairwiseSGDState],
+                 seed) -> PairwiseSGDState:
+    """Parallel chains of an epoch (:mod:`daskauc.solvers.chains`).
+
+    With ``eta_t = 1 / (lam (t + t0))`` and the shrinking every ``rskip`` steps, the iterate is
+    a scaled sum of the hinge subgradients met: ``(t + t0) w_t = (t_s + t0) w_s + sum g``. The
+    chains' sums are added (``(t + t0) w = (t_s + t0) w_s + sum_k [(t_k + t0) w_k - (t_s + t0)
+    w_s]`` at ``t = t_s + sum_k (t_k - t_s)``), which is the sequential iterate up to where
+    the subgradients were evaluated; averaging the chains' iterates instead (parameter mixing)
+    counts each chain's new subgradients once over K (measured: covtype 2 chains -0.0045
+    test AUC against -0.0008 summed). ``wbar`` is the exact average of every chain's averaged
+    iterates; ``q`` summed."""
+    t = start.t + sum(f.t - start.t for f in finals)
+    s0 = start.t + start.t0
+    v = s0 * start.w + sum((f.t + start.t0) * f.w - s0 * start.w for f in finals)
+    wbar = merge_running_average(start.wbar, start.q, [f.wbar for f in finals],
+                                 [f.q for f in finals])
+    return replace(start, w=v / (t + start.t0), t=t, wbar=wbar,
+                   q=start.q + sum(f.q - start.q for f in finals))
 
 
 def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
@@ -163,6 +185,8 @@ def pairwise_hinge_sgd(
     *,
     lam: float = 1e-8,
     n_epochs: int = 5,
+    n_chains: int | str = 1,
+    sync_every: int | None = None,
     average: bool = True,
     rskip: int = 16,
     askip: int = 16,
@@ -182,6 +206,11 @@ def pairwise_hinge_sgd(
     X : dask array (n, r), row-chunked; y : dask array (n,) of int8 in {-1, +1}, same chunks.
     lam : L2 regularization lambda (the paper's grid is {1e-10, ..., 1e-7}).
     n_epochs : epochs to run; one epoch is ``n`` pair steps, one Dask graph.
+    n_chains : chains run in parallel over shares of the chunks each epoch, combined at its
+        end (:mod:`daskauc.solvers.chains`); 1 (default) is the sequential solver, "auto" one
+        per worker thread.
+    sync_every : with several chains, combine them after every ``sync_every`` chunks of each
+        chain instead of once per epoch.
     average : return the scheduled average ``wbar`` (NSAUC) or the last iterate (NSVMSGD2).
     rskip : the regularization shrink ``w -= rskip/(t+t0) w`` runs every ``rskip`` steps.
     askip : the average is updated every ``askip`` steps.
@@ -230,6 +259,7 @@ def pairwise_hinge_sgd(
     params = dict(lam=float(lam), rskip=int(rskip), askip=int(askip) if average else 0,
                   average_start=int(average_start))
     history = []
+    chains = resolve_chains(n_chains)
     X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
     for e in range(n_epochs):
         order, visit_seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
@@ -237,7 +267,8 @@ def pairwise_hinge_sgd(
         tic = time.perf_counter()
         graph = epoch_graph(_nsauc_step, X if e == 0 else X_unchecked, y, state, solver="nsauc",
                             order=order,
-                            seeds=visit_seeds, per_chunk=steps, params=params)
+                            seeds=visit_seeds, per_chunk=steps, params=params,
+                            n_chains=chains, merge=merge_chains, sync_every=sync_every)
         (state,) = dask.compute(graph)
         state = replace(state, epoch=state.epoch + 1)
         row = {"epoch": state.epoch, "steps": state.t, "seconds": time.perf_counter() - tic}

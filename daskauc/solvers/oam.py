@@ -30,9 +30,10 @@ import numpy as np
 
 from .._validation import as_row_chunked
 from ._linear import linear_scores
-from ._online_kernels import _oam_chunk
+from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult
-from .stream import epoch_graph, epoch_plan, seed_root
+from .chains import merge_reservoirs, merge_running_average, mix_iterates
+from .stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 
 logger = logging.getLogger("daskauc")
 
@@ -46,7 +47,9 @@ class OAMState:
     ``buf_pos`` / ``buf_neg`` are ``(K, d)`` float64; only their first ``min(n, K)`` rows are
     in use, ``n`` the count of that class in ``counts = [negatives seen, positives seen]``.
     ``epoch`` counts finished epochs; ``seed_entropy`` / ``seed_key`` name the root
-    ``SeedSequence`` so that later epochs continue the same random stream.
+    ``SeedSequence`` so that later epochs continue the same random stream. ``own`` is only set
+    inside a parallel chain: ``(own_neg, own_pos, own_counts)``, reservoirs of that chain's
+    own rows, which the end-of-epoch merge needs (:func:`merge_chains`).
     """
 
     w: np.ndarray
@@ -57,6 +60,7 @@ class OAMState:
     epoch: int
     seed_entropy: int
     seed_key: tuple
+    own: tuple | None = None
 
 
 def oam_draws(seed: np.random.SeedSequence, m: int, buffer_size: int, shuffle: bool):
@@ -73,7 +77,7 @@ def oam_draws(seed: np.random.SeedSequence, m: int, buffer_size: int, shuffle: b
 
 
 def _oam_step(X_block, y_block, state: OAMState, seed, extra, *, C, eta, update, average,
-              shuffle):
+              shuffle, chains=False):
     X_block = np.ascontiguousarray(X_block)
     y_block = np.ascontiguousarray(y_block, dtype=np.int8)
     order, u, slot = oam_draws(seed, X_block.shape[0], state.buf_pos.shape[0], shuffle)
@@ -84,7 +88,34 @@ def _oam_step(X_block, y_block, state: OAMState, seed, extra, *, C, eta, update,
     counts = state.counts.copy()
     _oam_chunk(X_block, y_block, order, u, slot, w, wbar, buf_pos, buf_neg, counts,
                float(C), float(eta), update == "gra", bool(average))
-    return replace(state, w=w, wbar=wbar, buf_pos=buf_pos, buf_neg=buf_neg, counts=counts)
+    own = None
+    if chains:  # a parallel chain also keeps reservoirs of its own rows for the merge
+        own_neg, own_pos, own_counts = (
+            (a.copy() for a in state.own) if state.own is not None
+            else (np.zeros_like(buf_neg), np.zeros_like(buf_pos), np.zeros(2, np.int64)))
+        _offer_own_rows(X_block, y_block, order, u, slot, own_neg, own_pos, own_counts)
+        own = (own_neg, own_pos, own_counts)
+    return replace(state, w=w, wbar=wbar, buf_pos=buf_pos, buf_neg=buf_neg, counts=counts,
+                   own=own)
+
+
+def merge_chains(start: OAMState, finals: list[OAMState], seed) -> OAMState:
+    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` mixed by the rows each chain saw,
+    ``wbar`` (the average over rows) exact, the counts summed, each class's reservoir merged
+    into a uniform sample of every row of that class seen."""
+    rng = np.random.default_rng(seed)
+    n0 = int(start.counts.sum())
+    seen = [int(f.counts.sum()) for f in finals]
+    bufs = {}
+    for c, name in ((0, "buf_neg"), (1, "buf_pos")):
+        bufs[name] = merge_reservoirs(
+            getattr(start, name), int(start.counts[c]),
+            [f.own[c] if f.own is not None else getattr(start, name)[:0] for f in finals],
+            [int(f.own[2][c]) if f.own is not None else 0 for f in finals], rng)
+    return replace(
+        start, w=mix_iterates(start.w, [f.w for f in finals], [s - n0 for s in seen]),
+        wbar=merge_running_average(start.wbar, n0, [f.wbar for f in finals], seen),
+        counts=start.counts + sum(f.counts - start.counts for f in finals), own=None, **bufs)
 
 
 def as_stream_input(X, y, chunk_rows: int | None):
@@ -135,6 +166,8 @@ def oam(
     chunk_rows: int | None = None,
     validation=None,
     callback=None,
+    n_chains: int | str = 1,
+    sync_every: int | None = None,
 ) -> SolverResult:
     """OAMseq / OAMgra over row-chunked data (numpy or dask), one Dask graph per epoch.
 
@@ -158,6 +191,10 @@ def oam(
     chunk_rows : rows per chunk for numpy input (or to rechunk dask input).
     validation : optional ``(X_val, y_val)`` (y in {-1, +1}); its AUC goes in the history.
     callback : called as ``callback(epoch, history_row)`` after every epoch.
+    n_chains : parallel chains per epoch (:mod:`daskauc.solvers.chains`: ``w`` mixed by rows,
+        the average exact, the reservoirs merged into uniform samples of all rows seen); 1 is
+        Zhao et al.'s sequential algorithm.
+    sync_every : with several chains, combine them after every ``sync_every`` chunks of each.
 
     Returns
     -------
@@ -198,15 +235,19 @@ def oam(
                          seed_entropy=entropy, seed_key=key)
     elif state.w.shape[0] != d:
         raise ValueError(f"X has {d} features but the previous fit had {state.w.shape[0]}")
+    history = []
+    chains = resolve_chains(n_chains)
     params = dict(C=float(C), eta=float(eta), update=update, average=bool(average),
                   shuffle=bool(shuffle))
-    history = []
+    if chains > 1:
+        params["chains"] = True
     for _ in range(int(n_epochs)):
         order, visits = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
                                    X.numblocks[0], shuffle)
         tic = time.perf_counter()
         graph = epoch_graph(_oam_step, X, y, state, solver="oam", order=order,
-                            seeds=visits, params=params)
+                            seeds=visits, params=params, n_chains=chains, merge=merge_chains,
+                            sync_every=sync_every)
         (state,) = dask.compute(graph)
         state = replace(state, epoch=state.epoch + 1)
         if not np.isfinite(state.w).all():

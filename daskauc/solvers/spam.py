@@ -38,6 +38,7 @@ import numpy as np
 from .._validation import check_param
 from ._ls_kernels import _spam_chunk
 from ._result import SolverResult
+from .chains import merge_by_steps
 from .stats import (
     ClassMeans,
     ClassStats,
@@ -48,7 +49,7 @@ from .stats import (
     row_order,
     stream_epochs,
 )
-from .stream import seed_root
+from .stream import resolve_chains, seed_root
 from .twopass import _check_dim
 
 SCHEDULES = ("invsqrt", "inverse")
@@ -78,11 +79,18 @@ def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule)
     return replace(state, w=w, wbar=wbar, t=int(t))
 
 
+def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
+    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` mixed by steps, the uniform
+    average ``wbar`` over all chains' iterates (exact), ``t`` summed, the means fixed."""
+    return merge_by_steps(start, finals, counter="t", average="wbar")
+
+
 def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
          schedule: str = "invsqrt", average: bool = True, n_epochs: int = 5,
          shuffle: bool = True, random_state=None, means: ClassMeans | None = None,
          stats: ClassStats | None = None, state: SPAMState | None = None,
-         update_means: bool = False) -> SolverResult:
+         update_means: bool = False, n_chains: int | str = 1,
+         sync_every: int | None = None) -> SolverResult:
     """SPAM-L2 (``l1 = 0``) or SPAM-NET (``l1 > 0``) over streamed chunks.
 
     Parameters
@@ -109,6 +117,11 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
         Continue a previous run.
     update_means : bool
         With ``state``: merge this X's class statistics into the state's first.
+    n_chains : int or "auto"
+        Parallel chains per epoch (:mod:`daskauc.solvers.chains`: ``w`` mixed by steps, the
+        average exact, the class means fixed); 1 is the sequential solver.
+    sync_every : int, optional
+        With several chains, combine them after every ``sync_every`` chunks of each chain.
 
     Returns
     -------
@@ -151,7 +164,8 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     state, history = stream_epochs(
         _spam_step, Xd, yd, state, solver="spam", n_epochs=n_epochs, shuffle=shuffle,
         params={"lam": float(lam), "l1": float(l1), "eta": float(eta), "schedule": schedule},
-        report=report,
+        report=report, n_chains=resolve_chains(n_chains), merge=merge_chains,
+        sync_every=sync_every,
     )
     return SolverResult(coef=(state.wbar if average else state.w).copy(), n_iter=state.epoch,
                         converged=True, history=history, state=state)

@@ -529,13 +529,16 @@ def as_block(Xb) -> np.ndarray:
 def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solver: str,
                   n_epochs: int, params: dict, shuffle: bool = True,
                   per_chunk: Sequence | None = None,
-                  report: Callable[[Any], dict] | None = None) -> tuple[Any, list[dict]]:
+                  report: Callable[[Any], dict] | None = None, n_chains: int = 1,
+                  merge: Callable | None = None,
+                  sync_every: int | None = None) -> tuple[Any, list[dict]]:
     """Run ``n_epochs`` epochs (one graph and one compute each); return (state, history).
 
     ``state`` must have the fields ``epoch``, ``seed_entropy`` and ``seed_key`` (a frozen
     dataclass); the epoch counter advances and the seeds continue across calls, so
     ``partial_fit`` resumes the same random stream. ``report(state)`` adds entries to each
-    epoch's history record.
+    epoch's history record. ``n_chains`` / ``merge`` / ``sync_every``: parallel chains (see
+    :func:`~daskauc.solvers.stream.epoch_graph`).
     """
     from dataclasses import replace
 
@@ -546,7 +549,8 @@ def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solve
                                   shuffle)
         t0 = time.perf_counter()
         state = run_epoch(step, X, y, state, solver=solver, order=order, seeds=seeds,
-                          per_chunk=per_chunk, params=params)
+                          per_chunk=per_chunk, params=params, n_chains=n_chains, merge=merge,
+                          sync_every=sync_every)
         state = replace(state, epoch=state.epoch + 1)
         rec = {"epoch": state.epoch, "seconds": time.perf_counter() - t0}
         if report is not None:

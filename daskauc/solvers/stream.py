@@ -79,6 +79,9 @@ def epoch_graph(
     per_chunk: Sequence[Any] | None = None,
     params: dict | None = None,
     stream: bool | None = None,
+    n_chains: int = 1,
+    merge: Callable[..., Any] | None = None,
+    sync_every: int | None = None,
 ) -> Delayed:
     """Build the graph of one epoch; return a Delayed of the final state.
 
@@ -95,6 +98,13 @@ def epoch_graph(
     params : keyword arguments for ``step`` (scalars).
     stream : read each block inside its chain task (see the module docstring); None decides
         by :func:`is_materialized`.
+    n_chains : chains run in parallel, each from ``state`` over its share of the visits
+        (visits ``k, k + n_chains, ...``, each with its own seed as in one chain); their final
+        states are combined by ``merge(state, finals, seed)`` in one last task. 1 is one
+        chain: the graph (and the result) of the sequential solver.
+    merge : the solver's combination of chain states (see :mod:`daskauc.solvers.chains`).
+    sync_every : merge after every round of ``sync_every`` visits per chain instead of once at
+        the end of the epoch (None).
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("X must be chunked along rows only")
@@ -112,25 +122,75 @@ def epoch_graph(
                      [s.entropy if s is not None else None for s in (seeds or [])],
                      [s.spawn_key if s is not None else None for s in (seeds or [])],
                      state if not isinstance(state, Delayed) else state.key, params)
+    if sync_every is not None and (isinstance(sync_every, bool) or not isinstance(
+            sync_every, (int, np.integer)) or sync_every < 1):
+        raise ValueError(f"sync_every must be None or an int >= 1; got {sync_every!r}")
+    n_chains = max(1, min(int(n_chains), len(order)))
+    if n_chains > 1:
+        if merge is None:
+            raise ValueError(f"{solver} has no way to combine parallel chains; use n_chains=1")
+        token = tokenize(token, n_chains, sync_every)
     name = f"daskauc-{solver}-epoch-{token}"
     layer: dict = {}
     deps: list = [y] if stream else [X, y]
     if isinstance(state, Delayed):
-        prev = state.key
+        start = state.key
         deps.append(state)
     else:
-        prev = (name, "init")
-        layer[prev] = state
-    for k, c in enumerate(order):
-        c = int(c)
-        seed = None if seeds is None else seeds[k]
-        extra = None if per_chunk is None else per_chunk[c]
-        key = (name, k)
-        x_arg = (_read, BlockReader(X, c)) if stream else (X.name, c, 0)
-        layer[key] = (_apply_step, step, x_arg, (y.name, c), prev, seed, extra, params)
-        prev = key
+        start = (name, "init")
+        layer[start] = state
+    # rounds of n_chains * sync_every visits; the chains' states merge after each round
+    per_round = len(order) if not sync_every or n_chains == 1 else n_chains * int(sync_every)
+    for r0 in range(0, len(order), per_round):
+        visits = range(r0, min(r0 + per_round, len(order)))
+        finals = []
+        for chain in range(min(n_chains, len(visits))):
+            prev = start
+            for k in visits[chain::n_chains]:
+                c = int(order[k])
+                seed = None if seeds is None else seeds[k]
+                extra = None if per_chunk is None else per_chunk[c]
+                key = (name, k)
+                x_arg = (_read, BlockReader(X, c)) if stream else (X.name, c, 0)
+                layer[key] = (_apply_step, step, x_arg, (y.name, c), prev, seed, extra, params)
+                prev = key
+            finals.append(prev)
+        if len(finals) == 1:
+            start = finals[0]
+        else:
+            merged = (name, "merge", r0)
+            layer[merged] = (merge, start, finals, _merge_seed(seeds, r0))
+            start = merged
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
-    return Delayed(prev, graph, layer=name)
+    return Delayed(start, graph, layer=name)
+
+
+def resolve_chains(n_chains) -> int:
+    """``n_chains`` as a count: an int >= 1, or "auto" = the worker threads of the current
+    scheduler (a distributed client's total threads, else the threaded scheduler's)."""
+    if isinstance(n_chains, str):
+        if n_chains != "auto":
+            raise ValueError(f"n_chains must be an int >= 1 or 'auto'; got {n_chains!r}")
+        try:
+            from distributed import get_client
+
+            info = get_client().scheduler_info(n_workers=-1)
+            return max(1, sum(w["nthreads"] for w in info["workers"].values()))
+        except (ImportError, ValueError):
+            import os
+
+            return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+    if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
+        raise ValueError(f"n_chains must be an int >= 1 or 'auto'; got {n_chains!r}")
+    return int(n_chains)
+
+
+def _merge_seed(seeds, visit: int) -> np.random.SeedSequence | None:
+    """A merge's own stream, a fixed function of the seed of its round's first visit."""
+    if not seeds or seeds[visit] is None:
+        return None
+    s = seeds[visit]
+    return np.random.SeedSequence(s.entropy, spawn_key=(*s.spawn_key, 1 << 30))
 
 
 def _apply_step(step, X_block, y_block, state, seed, extra, params):
