@@ -17,12 +17,15 @@ class ComputeCounter(Callback):
         self.n += 1
 
 
-def dataset_store(path, X, y, rows):
-    """A daskauc dataset store of ``X``, ``y`` with ``rows`` rows per Zarr chunk."""
+def dataset_store(path, X, y, rows, compressors="auto"):
+    """A daskauc dataset store of ``X``, ``y`` with ``rows`` rows per Zarr chunk (compressed
+    by default; ``compressors=None`` stores plain bytes, which daskauc reads without Zarr)."""
     with writing_store(path, kind="dataset", attrs={"source": "test"}) as g:
-        zX = create_array(g, "X", shape=X.shape, chunks=(rows, X.shape[1]), dtype=X.dtype)
+        zX = create_array(g, "X", shape=X.shape, chunks=(rows, X.shape[1]), dtype=X.dtype,
+                          compressors=compressors)
         zX[...] = X
-        zy = create_array(g, "y", shape=y.shape, chunks=(rows,), dtype=np.int8)
+        zy = create_array(g, "y", shape=y.shape, chunks=(rows,), dtype=np.int8,
+                          compressors=compressors)
         zy[...] = y.astype(np.int8)
     return str(path)
 

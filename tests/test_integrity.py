@@ -27,10 +27,13 @@ def _data(n=240, d=5, seed=0):
     return X, y
 
 
-@pytest.fixture
-def store(tmp_path):
+@pytest.fixture(params=["zstd", "plain"])
+def store(tmp_path, request):
+    """A dataset store, compressed (read through Zarr) or of plain-bytes chunks (read
+    straight from the files by daskauc.data.rawread): every check must hold for both."""
     X, y = _data()
-    return dataset_store(tmp_path / "ds.zarr", X, y, rows=60), X, y
+    compressors = "auto" if request.param == "zstd" else None
+    return dataset_store(tmp_path / "ds.zarr", X, y, rows=60, compressors=compressors), X, y
 
 
 # ------------------------------------------------------------------------ store integrity

@@ -1,0 +1,122 @@
+"""Reading daskauc's own uncompressed chunks straight from their files.
+
+Zarr's read path for one uncompressed 64 MiB chunk (its async store, a buffer per codec, a
+fresh output array) ran at 0.6-1.3 GB/s per process on covtype's embedding, where reading
+the same cached file into an array with ``readinto`` and checking its CRC32C runs at
+3.5-4.3 GB/s (measured in ``scripts/bench_chains.py``). Streamed solvers read every chunk
+at every epoch, so this was most of a streamed epoch.
+
+:class:`RawChunks` reads a chunk-aligned row range of a Zarr v3 array when the array is on a
+local filesystem and its chunks are stored as plain bytes: codecs ``bytes`` (little endian on
+a little-endian machine) optionally followed by ``crc32c``, a regular grid chunked along rows
+only. That is every array daskauc writes without a compressor (embeddings, by default). The
+file of chunk ``i`` then holds exactly ``chunk_rows`` rows in C order (Zarr pads the last
+chunk to the full chunk shape) followed by the 4-byte little-endian CRC32C of those bytes.
+
+The checks are Zarr's and daskauc's: a chunk file that is absent, of any other size, or whose
+checksum differs is a :class:`~daskauc.data.store.StoreIntegrityError` naming it, never data.
+Anything else (compressed chunks, object storage, a selection that is not whole rows) goes
+through Zarr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+
+class RawChunks:
+    """The plain-bytes layout of a Zarr array, or None from :meth:`of` when it has another."""
+
+    def __init__(self, root: str, array_path: str, shape: tuple, chunk_rows: int, dtype,
+                 checksum: bool, encode_key):
+        self.root, self.array_path = root, array_path
+        self.shape, self.chunk_rows = tuple(shape), int(chunk_rows)
+        self.dtype, self.checksum = np.dtype(dtype), bool(checksum)
+        self.encode_key = encode_key
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        self.chunk_bytes = self.chunk_rows * self.row_bytes
+
+    @classmethod
+    def of(cls, array) -> RawChunks | None:
+        """The raw layout of a ``zarr.Array`` if its chunks can be read as plain files."""
+        from zarr.codecs import BytesCodec, Crc32cCodec
+        from zarr.core.chunk_grids import RegularChunkGrid
+        from zarr.storage import LocalStore
+
+        meta = array.metadata
+        store = array.store_path.store
+        if getattr(meta, "zarr_format", None) != 3 or not isinstance(store, LocalStore):
+            return None
+        if not isinstance(meta.chunk_grid, RegularChunkGrid) or array.ndim < 1:
+            return None
+        if tuple(array.chunks[1:]) != tuple(array.shape[1:]):
+            return None  # chunked along other axes than rows
+        codecs = list(meta.codecs)
+        if not codecs or not isinstance(codecs[0], BytesCodec):
+            return None
+        endian = codecs[0].endian
+        if endian is not None and (getattr(endian, "value", endian) != sys.byteorder):
+            return None
+        if len(codecs) > 2 or (len(codecs) == 2 and not isinstance(codecs[1], Crc32cCodec)):
+            return None
+        dtype = np.dtype(array.dtype)
+        if dtype.hasobject or not dtype.isnative:
+            return None
+        return cls(os.fspath(store.root), array.store_path.path, array.shape, array.chunks[0],
+                   dtype, len(codecs) == 2, meta.encode_chunk_key)
+
+    def key(self, i: int) -> str:
+        coords = (i,) + (0,) * (len(self.shape) - 1)
+        return "/".join(p for p in (self.array_path, self.encode_key(coords)) if p)
+
+    def read(self, start: int, stop: int, fail) -> np.ndarray:
+        """Rows ``start:stop`` (whole chunks, except at the array's end) as a new array.
+
+        ``fail(kind, i, key, detail)`` returns the exception to raise for chunk ``i`` if it is
+        ``"missing"``, of the wrong ``"size"`` or fails its ``"checksum"``.
+        """
+        out = np.empty((stop - start, *self.shape[1:]), dtype=self.dtype)
+        flat = out.reshape(-1).view(np.uint8)
+        cr = self.chunk_rows
+        for i in range(start // cr, -(-stop // cr)):
+            lo, hi = max(start, i * cr), min(stop, (i + 1) * cr)
+            whole = lo == i * cr and hi == (i + 1) * cr
+            dest = flat[(lo - start) * self.row_bytes : (hi - start) * self.row_bytes]
+            buf = dest if whole else np.empty(self.chunk_bytes, dtype=np.uint8)
+            self._read_chunk(i, buf, fail)
+            if not whole:
+                dest[:] = buf[(lo - i * cr) * self.row_bytes : (hi - i * cr) * self.row_bytes]
+        return out
+
+    def _read_chunk(self, i: int, buf: np.ndarray, fail) -> None:
+        """Chunk ``i``'s bytes into ``buf`` (chunk_bytes long); size and checksum checked."""
+        key = self.key(i)
+        path = os.path.join(self.root, key)
+        expected = self.chunk_bytes + (4 if self.checksum else 0)
+        try:
+            f = open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            raise fail("missing", i, key, "") from None
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size != expected:
+                raise fail("size", i, key, f"{size} bytes instead of {expected}")
+            view = memoryview(buf)
+            got = 0
+            while got < self.chunk_bytes:
+                n = f.readinto(view[got:])
+                if not n:
+                    raise fail("size", i, key, f"it ended after {got} bytes")
+                got += n
+            stored = f.read(4) if self.checksum else b""
+        if self.checksum:
+            import google_crc32c
+
+            ro = buf.view()
+            ro.flags.writeable = False  # google_crc32c reads only read-only buffers
+            computed = np.uint32(google_crc32c.value(ro)).tobytes()
+            if computed != stored:
+                raise fail("checksum", i, key, f"stored {stored!r}, computed {computed!r}")
