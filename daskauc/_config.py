@@ -17,6 +17,15 @@ FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # numba wants a set, n
 #: holds several chunks at once.
 TARGET_CHUNK_BYTES = 64 * 2**20
 
+#: blocks a streamed chain reads ahead of the one it works on (in a background thread of its
+#: worker, so reading the next chunk overlaps with the work on this one); per worker thread.
+READ_AHEAD = 1
+
+#: bytes of X one task of a stochastic chain visits: consecutive chunks of a chain share a
+#: task up to this size, so that the scheduler's round trip between the tasks of a chain
+#: (~4 ms on a LocalCluster, against ~11 ms for NSAUC over one 64 MiB chunk) stays small.
+CHAIN_TASK_BYTES = 256 * 2**20
+
 #: bounds on the number of rows in a chunk chosen by daskauc.
 MIN_CHUNK_ROWS = 1_000
 MAX_CHUNK_ROWS = 200_000

@@ -1,3 +1,4 @@
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -45,20 +46,69 @@ def test_epoch_visits_chunks_in_order_and_streams_or_depends(tmp_path):
         np.testing.assert_allclose([s for _, s in out], [s for _, s in expected])
 
 
-def test_streamed_chain_does_not_depend_on_array_blocks(tmp_path):
+@pytest.mark.parametrize("task_bytes, n_tasks", [(120, 4), (240, 2), (10**9, 1)])
+def test_streamed_chain_does_not_depend_on_array_blocks(tmp_path, monkeypatch, task_bytes,
+                                                        n_tasks):
+    from daskauc import _config
+
     X = np.arange(60.0).reshape(20, 3)
     Xz = _zarr_array(tmp_path, X, 5)
     y = da.from_array(np.ones(20, np.int8), chunks=5)
+    monkeypatch.setattr(_config, "CHAIN_TASK_BYTES", task_bytes)  # a chunk is 120 bytes
     g = epoch_graph(_visit_log, Xz, y, [], solver="test", order=[0, 1, 2, 3],
                     per_chunk=range(4))
     graph = dict(g.__dask_graph__())
     chain = [k for k in graph if key_split(k) == "daskauc-test-epoch"]
-    assert len(chain) == 5  # the initial state and one task per visit
+    assert len(chain) == 1 + n_tasks  # the initial state and the tasks of the visits
+    (out,) = dask.compute(g, scheduler="sync")
+    assert [c for c, _ in out] == [0, 1, 2, 3]
     # no Zarr read task is a separate dependency: each chain task reads its own block
     assert not any(isinstance(k, tuple) and k[0] == Xz.name for k in graph)
     reader = BlockReader(Xz, 2)
     np.testing.assert_array_equal(reader(), X[10:15])
     assert len(reader.graph) <= 3  # only what block 2 needs
+
+
+_READS: list = []
+
+
+def _logged_block(block, block_id=None):
+    import threading
+
+    _READS.append((block_id[0], threading.current_thread().name))
+    if float(block[0, 0]) < 0:
+        raise OSError(f"cannot read block {block_id[0]}")
+    return block
+
+
+@pytest.mark.parametrize("n_chains", [1, 2])
+def test_streamed_chains_read_ahead_each_block_once(n_chains):
+    """Every block is read once per epoch; all but each chain's first are read in the
+    background while the previous task of the chain works, and nothing is left pending."""
+    from daskauc.solvers import stream
+
+    X = np.arange(80.0).reshape(40, 2)
+    Xd = da.from_array(X, chunks=(5, 2)).map_blocks(_logged_block, dtype=float)
+    y = da.from_array(np.ones(40, np.int8), chunks=5)
+    order = [3, 0, 7, 5, 1, 6, 2, 4]
+    _READS.clear()
+    out = run_epoch(_visit_log, Xd, y, [], solver="test", order=order, per_chunk=range(8),
+                    stream=True, n_chains=n_chains, merge=lambda s, f, seed: s + sum(f, []))
+    assert sorted(c for c, _ in out) == sorted(order)
+    assert sorted(c for c, _ in _READS) == list(range(8))  # each block read exactly once
+    ahead = [c for c, thread in _READS if thread.startswith("daskauc-read-ahead")]
+    assert sorted(ahead) == sorted(order[n_chains:])  # each chain's first is read in place
+    assert not stream._READ_AHEAD._pending
+
+
+def test_a_read_ahead_that_fails_fails_the_epoch():
+    X = np.arange(80.0).reshape(40, 2)
+    X[25:30] = -1.0  # block 5's read raises
+    Xd = da.from_array(X, chunks=(5, 2)).map_blocks(_logged_block, dtype=float)
+    y = da.from_array(np.ones(40, np.int8), chunks=5)
+    with pytest.raises(OSError, match="cannot read block 5"):
+        run_epoch(_visit_log, Xd, y, [], solver="test", order=[0, 5, 1], per_chunk=range(8),
+                  stream=True)
 
 
 def test_block_class_counts():

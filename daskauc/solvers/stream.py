@@ -19,11 +19,19 @@ fly), an ordinary dependency would let idle workers read every chunk ahead of th
 hold them all in memory; so in that case each chain task carries the culled graph of its own
 block and computes it synchronously inside the task (``stream=True``). Memory then stays at
 one chunk per running chain task however large the data is.
+
+A streamed chain task also starts reading its chain's next chunk in a background thread of
+its worker before it works on its own (read-ahead, ``_config.READ_AHEAD`` chunks per worker
+thread), so reading overlaps with computing; the next task takes that read instead of
+reading again. A read that fails fails the task that needs it, as reading there would.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dask
@@ -33,6 +41,8 @@ from dask.base import tokenize
 from dask.core import flatten
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
+
+from .. import _config
 
 
 def chunk_order(n_chunks: int, seed: np.random.SeedSequence, shuffle: bool = True) -> np.ndarray:
@@ -139,20 +149,40 @@ def epoch_graph(
     else:
         start = (name, "init")
         layer[start] = state
+    # where each chunk is held when X is persisted on a cluster: a chain then visits the
+    # chunks of one worker and runs there, so no chunk travels (None: anywhere is as good)
+    holders = None if stream or n_chains == 1 else chunk_holders(X)
+    placement: dict = {}
+    # consecutive visits of a chain share a task, so that scheduling a task (a round trip to
+    # the scheduler, ~4 ms here) is small beside its work
+    chunk_bytes = X.nbytes / max(1, X.numblocks[0])
+    per_task = max(1, int(_config.CHAIN_TASK_BYTES // max(1.0, chunk_bytes)))
     # rounds of n_chains * sync_every visits; the chains' states merge after each round
     per_round = len(order) if not sync_every or n_chains == 1 else n_chains * int(sync_every)
     for r0 in range(0, len(order), per_round):
         visits = range(r0, min(r0 + per_round, len(order)))
+        shares, workers = assign_visits([int(order[k]) for k in visits], n_chains, holders)
         finals = []
-        for chain in range(min(n_chains, len(visits))):
+        for share, worker in zip(shares, workers, strict=True):
+            if not share:
+                continue
             prev = start
-            for k in visits[chain::n_chains]:
-                c = int(order[k])
-                seed = None if seeds is None else seeds[k]
-                extra = None if per_chunk is None else per_chunk[c]
-                key = (name, k)
-                x_arg = (_read, BlockReader(X, c)) if stream else (X.name, c, 0)
-                layer[key] = (_apply_step, step, x_arg, (y.name, c), prev, seed, extra, params)
+            tasks = _task_groups([visits[i] for i in share], per_task)
+            for t, group in enumerate(tasks):
+                chunks = [int(order[k]) for k in group]
+                if stream:  # the blocks are read inside the task, the next task's ahead
+                    blocks = [BlockReader(X, c) for c in chunks]
+                    ahead = (BlockReader(X, int(order[tasks[t + 1][0]]))
+                             if t + 1 < len(tasks) else None)
+                else:
+                    blocks, ahead = [(X.name, c, 0) for c in chunks], None
+                key = (name, group[0])
+                layer[key] = (_run_visits, step, blocks, [(y.name, c) for c in chunks], prev,
+                              [None if seeds is None else seeds[k] for k in group],
+                              [None if per_chunk is None else per_chunk[c] for c in chunks],
+                              params, ahead)
+                if worker is not None:
+                    placement[key] = [worker]
                 prev = key
             finals.append(prev)
         if len(finals) == 1:
@@ -161,8 +191,77 @@ def epoch_graph(
             merged = (name, "merge", r0)
             layer[merged] = (merge, start, finals, _merge_seed(seeds, r0))
             start = merged
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
+    # each chain runs on its chunks' worker (and elsewhere only if that worker is gone)
+    annotations = ({"workers": _Placement(placement), "allow_other_workers": True}
+                   if placement else {})
+    with dask.annotate(**annotations):
+        graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
     return Delayed(start, graph, layer=name)
+
+
+def chunk_holders(X: da.Array) -> list[tuple[str, ...]] | None:
+    """The workers holding each row block of ``X`` when every block is a distributed Future
+    (an array persisted on a cluster), sorted addresses per block; None otherwise."""
+    from distributed import Future
+
+    from .._validation import without_finite_check
+
+    X = without_finite_check(X)
+    graph = dict(X.__dask_graph__())
+    blocks = [graph.get(k) for k in flatten(X.__dask_keys__())]
+    if not blocks or not all(isinstance(b, Future) for b in blocks):
+        return None
+    from distributed import wait
+
+    wait(blocks)  # a persist still running has no holders yet
+    who = blocks[0].client.who_has(blocks)
+    return [tuple(sorted(who.get(b.key, ()))) for b in blocks]
+
+
+def assign_visits(chunks: Sequence[int], n_chains: int,
+                  holders: Sequence[tuple[str, ...]] | None = None,
+                  ) -> tuple[list[list[int]], list[str | None]]:
+    """Split the visits of a round (the chunk of each visit, in visiting order) over chains.
+
+    Returns the positions each chain visits (in visiting order) and the worker each chain
+    should run on. Without ``holders`` chain ``k`` takes positions ``k, k + K, ...`` and has
+    no worker. With ``holders`` (the workers holding each chunk, :func:`chunk_holders`) chain
+    ``k`` runs on the ``k % W``-th of the W workers holding data and takes, in visiting order,
+    the visits of chunks held there, up to an equal share ``ceil(visits / K)``; visits left
+    over (chunks of workers without a chain, or beyond a worker's share) go to the chains
+    with the fewest visits, and those chunks travel. The split depends only on the visits and
+    the placement, so with the data left where it is, epochs and ``partial_fit`` are
+    reproducible.
+    """
+    K = int(n_chains)
+    if holders is None:
+        return [list(range(k, len(chunks), K)) for k in range(K)], [None] * K
+    workers = sorted({w for c in chunks for w in holders[c]})
+    if not workers:
+        return [list(range(k, len(chunks), K)) for k in range(K)], [None] * K
+    chain_worker = [workers[k % len(workers)] for k in range(K)]
+    share = -(-len(chunks) // K)
+    shares: list[list[int]] = [[] for _ in range(K)]
+    left = []
+    for pos, c in enumerate(chunks):
+        here = [k for k in range(K) if chain_worker[k] in holders[c] and len(shares[k]) < share]
+        if here:
+            shares[min(here, key=lambda k: (len(shares[k]), k))].append(pos)
+        else:
+            left.append(pos)
+    for pos in left:
+        shares[min(range(K), key=lambda k: (len(shares[k]), k))].append(pos)
+    return [sorted(s) for s in shares], list(chain_worker)
+
+
+class _Placement:
+    """Task annotation: the worker restriction of each chain task (None for other keys)."""
+
+    def __init__(self, where: dict):
+        self.where = where
+
+    def __call__(self, key):
+        return self.where.get(key)
 
 
 def resolve_chains(n_chains) -> int:
@@ -193,10 +292,6 @@ def _merge_seed(seeds, visit: int) -> np.random.SeedSequence | None:
     return np.random.SeedSequence(s.entropy, spawn_key=(*s.spawn_key, 1 << 30))
 
 
-def _apply_step(step, X_block, y_block, state, seed, extra, params):
-    return step(X_block, y_block, state, seed, extra, **params)
-
-
 def is_materialized(X: da.Array) -> bool:
     """True when every block of ``X`` is already data (persisted), not a computation."""
     from distributed import Future
@@ -224,8 +319,73 @@ class BlockReader:
         return np.asarray(get_sync(self.graph, self.key))
 
 
-def _read(reader: BlockReader) -> np.ndarray:
-    return reader()
+def _task_groups(visits: list[int], per_task: int) -> list[list[int]]:
+    """A chain's visits cut into tasks of ``per_task`` consecutive visits."""
+    return [visits[i : i + per_task] for i in range(0, len(visits), per_task)]
+
+
+def _run_visits(step, blocks, y_blocks, state, seeds, extras, params, ahead):
+    """One chain task: ``step`` over its visits in order. Streamed blocks (``BlockReader``)
+    are taken from the read-ahead (or read now), and the read of the next one, or of the next
+    task's first block ``ahead``, starts before the work on this one."""
+    for i, (block, y_block, seed, extra) in enumerate(zip(blocks, y_blocks, seeds, extras,
+                                                          strict=True)):
+        if isinstance(block, BlockReader):
+            block = _READ_AHEAD.take(block)
+            following = blocks[i + 1] if i + 1 < len(blocks) else ahead
+            if following is not None:
+                _READ_AHEAD.start(following)
+        state = step(block, y_block, state, seed, extra, **params)
+    return state
+
+
+class ReadAhead:
+    """Background reads of the blocks that streamed chain tasks of this process need next.
+
+    At most ``_config.READ_AHEAD`` reads per thread of the process (a Dask worker's threads,
+    or the threaded scheduler's) are held, pending or done; the oldest are dropped beyond
+    that (a chain that moved to another worker never takes its read here).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pending: OrderedDict = OrderedDict()
+        self._pool: ThreadPoolExecutor | None = None
+        self._limit = 0
+
+    def start(self, reader: BlockReader) -> None:
+        with self._lock:
+            if self._pool is None:
+                threads = _threads_here()
+                self._limit = max(1, _config.READ_AHEAD * threads)
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="daskauc-read-ahead")
+            if reader.key in self._pending or _config.READ_AHEAD < 1:
+                return
+            self._pending[reader.key] = self._pool.submit(reader)
+            while len(self._pending) > self._limit:
+                self._pending.popitem(last=False)[1].cancel()
+
+    def take(self, reader: BlockReader) -> np.ndarray:
+        with self._lock:
+            future = self._pending.pop(reader.key, None)
+        if future is None or future.cancelled():
+            return reader()
+        return future.result()  # a failed read raises here, in the task that needs it
+
+
+def _threads_here() -> int:
+    """Threads that run tasks in this process: the Dask worker's, else the local scheduler's."""
+    try:
+        from distributed import get_worker
+
+        return max(1, int(get_worker().state.nthreads))
+    except (ImportError, ValueError, AttributeError):
+        import os
+
+        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
+_READ_AHEAD = ReadAhead()
 
 
 def run_epoch(step, X, y, state, **kwargs) -> Any:
