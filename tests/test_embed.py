@@ -177,7 +177,10 @@ def test_seeding_sample_does_not_depend_on_chunking():
     assert all(hits)  # seeds are data rows
 
 
-def test_kmeans_epoch_is_one_compute_with_named_chain():
+def test_kmeans_epoch_is_one_compute_with_named_chain(monkeypatch):
+    from daskauc import _config
+
+    monkeypatch.setattr(_config, "CHAIN_TASK_BYTES", 1)  # one chunk per chain task
     X, _, _ = _blobs(n=3000)
     Xd = da.from_array(X, chunks=500)
     with ComputeCounter() as cc:
@@ -366,6 +369,46 @@ def test_nystroem_bad_input_errors():
 
 
 # ----------------------------------------------------------------------------- stores
+
+
+@pytest.mark.parametrize("sizes, target, exact, rows, rechunked", [
+    ((200_000, 200_000, 64_810), 10_530, False, 10_000, False),  # an equal split of a chunk
+    ((1_000,) * 4, 1_500, False, 1_000, False),  # a chunk near the target is one output chunk
+    ((997,) * 3, 100, False, 100, (1_000, 1_000, 991)),  # no equal split: whole outputs per input
+    ((700,), 128, True, 128, (640, 60)),  # given rows
+    ((256, 256, 100), 128, True, 128, False),  # given rows that split the input's chunks
+])
+def test_embedding_write_chunks_hold_whole_output_chunks(sizes, target, exact, rows,
+                                                         rechunked):
+    from daskauc.embed.nystroem import _write_chunking
+
+    Xd = da.zeros((sum(sizes), 3), chunks=(sizes, 3))
+    got_rows, out = _write_chunking(Xd, target, exact)
+    assert got_rows == rows
+    assert (out is Xd) if rechunked is False else out.chunks[0] == rechunked
+    assert all(c % rows == 0 for c in out.chunks[0][:-1])
+
+
+def test_embedding_write_is_one_task_per_input_chunk(tmp_path):
+    """Map and write fused: a store's chunks are not rechunked and each is mapped and written
+    by one task (so a worker holds one input and one output chunk per thread)."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(2000, 4)).astype(np.float32)
+    y = np.where(X[:, 0] > 0, 1, -1).astype(np.int8)
+    src = dataset_store(tmp_path / "in.zarr", X, y, rows=500)
+    m = KMeansNystroem(20, random_state=0).fit(X)
+    keys = []
+
+    class Keys(Callback):
+        def _start(self, dsk):
+            keys.extend(str(k) for k in dsk)
+
+    with Keys():
+        ds = m.write_embedding(src, tmp_path / "emb.zarr", chunk_rows=250)
+    writes = [k for k in keys if "daskauc-nystroem-write" in k]
+    assert len(writes) == 4 and not any("rechunk" in k for k in keys)
+    assert ds.X.chunks[0] == (250,) * 8
+    np.testing.assert_allclose(ds.X.compute(), m.transform(X), rtol=0, atol=2e-6)
 
 
 def test_write_embedding_round_trip(tmp_path):

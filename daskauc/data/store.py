@@ -404,7 +404,7 @@ class CheckedZarrArray:
     opened, or a store the worker cannot see at all), which would train on zeros."""
 
     def __init__(self, array: zarr.Array, label: str):
-        from .rawread import RawChunks
+        from .rawchunks import RawChunks
 
         self.array, self.label = array, label
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim

@@ -431,15 +431,15 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             mean, scale = self.scaler_mean_, self.scaler_scale_
         r = self.n_components_
         if chunk_rows is None:
-            rows = _even_rows(n, _config.chunk_rows_for(r, Xd.dtype.itemsize, n))
+            rows = _config.chunk_rows_for(r, Xd.dtype.itemsize, n)
         else:
             rows = check_param("chunk_rows", chunk_rows, int, low=1)
-        Xd = Xd.rechunk({0: rows})
+        rows, Xd = _write_chunking(Xd, rows, exact=chunk_rows is not None)
         if isinstance(yy, da.Array):
             yd = yy.astype(np.int8).rechunk((Xd.chunks[0],))
         else:
             yd = da.from_array(np.asarray(yy, dtype=np.int8), chunks=(Xd.chunks[0],), name=False)
-        Z = self._map_dask(Xd, mean, scale)
+        args = self._block_args(Xd.dtype, mean, scale)
         codecs = _codecs(compressor)
         attrs = {
             "n_samples": int(n),
@@ -453,16 +453,17 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             "compressor": str(compressor if compressor is not None else DEFAULT_COMPRESSOR),
         }
         with writing_store(store, overwrite=overwrite, kind="embedding", attrs=attrs) as group:
-            zX = create_array(group, "X", shape=(n, r), chunks=(rows, r), dtype=Z.dtype,
+            zX = create_array(group, "X", shape=(n, r), chunks=(rows, r), dtype=Xd.dtype,
                               compressors=codecs)
             zy = create_array(group, "y", shape=(n,), chunks=(rows,), dtype=np.int8,
                               compressors=codecs)
-            # one task per chunk maps, writes X and y (whole Zarr chunks: no lock) and counts
-            # the classes; named for the dashboard (da.store would rename the fused tasks)
+            # one task per input chunk maps it and writes its output chunks (whole Zarr
+            # chunks, so no lock), one at a time: a worker holds one input chunk and one
+            # output chunk per thread, however many rows there are
             first_row = da.arange(n, chunks=(Xd.chunks[0],), dtype=np.int64)
             counts = da.blockwise(
-                _write_block, "i", Z, "ij", yd, "i", first_row, "i", concatenate=True,
-                zX=zX, zy=zy, adjust_chunks={"i": 2}, dtype=np.int64,
+                _map_write_block, "i", Xd, "ij", yd, "i", first_row, "i", concatenate=True,
+                args=args, zX=zX, zy=zy, rows=rows, adjust_chunks={"i": 2}, dtype=np.int64,
                 token="daskauc-nystroem-write", meta=np.empty((0,), np.int64),
             )
             if dask.base.get_scheduler(collections=[counts]) is dask.threaded.get:
@@ -515,12 +516,40 @@ def _even_rows(n: int, target: int) -> int:
     return -(-n // k)
 
 
-def _write_block(Zb, yb, rows, zX, zy):
-    """Write one mapped chunk and its labels at its rows; return its (neg, pos) counts."""
-    if len(rows):
-        start, stop = int(rows[0]), int(rows[0]) + Zb.shape[0]
-        zX[start:stop] = np.ascontiguousarray(Zb)
-        zy[start:stop] = yb
+def _write_chunking(Xd: da.Array, rows: int, exact: bool) -> tuple[int, da.Array]:
+    """Rows per output chunk and the input chunked so that each input chunk holds whole
+    output chunks (so one task maps and writes them, and no two tasks share a Zarr chunk).
+
+    With ``exact`` the output has ``rows`` rows per chunk; otherwise ``rows`` is a target,
+    and the output chunk is an equal split of the input chunk when the input is chunked
+    regularly (a store's chunks: nothing is rechunked), else ``rows`` with the input rechunked
+    to about its own chunk size in whole output chunks.
+    """
+    sizes = Xd.chunks[0]
+    c0 = max(sizes)
+    regular = all(c == c0 for c in sizes[:-1])
+    if not exact and regular:
+        if rows // 2 <= c0 <= rows:
+            return c0, Xd
+        k = -(-c0 // rows)
+        for parts in range(k, 2 * k + 1):  # an equal split near the target, if one exists
+            if c0 % parts == 0:
+                return c0 // parts, Xd
+    if regular and c0 % rows == 0:
+        return rows, Xd
+    group = rows * max(1, round(c0 / rows))
+    return rows, Xd.rechunk({0: group})
+
+
+def _map_write_block(Xb, yb, first, *, args, zX, zy, rows):
+    """Map one input chunk and write its output chunks at its rows, one output chunk at a
+    time; return its (neg, pos) counts."""
+    from ..data.rawchunks import write_rows
+
+    start = int(first[0]) if len(first) else 0
+    for s in range(0, Xb.shape[0], rows):
+        write_rows(zX, start + s, _nystroem_block(Xb[s : s + rows], *args))
+        write_rows(zy, start + s, np.asarray(yb[s : s + rows], dtype=np.int8))
     return np.array([np.count_nonzero(yb < 0), np.count_nonzero(yb > 0)], dtype=np.int64)
 
 

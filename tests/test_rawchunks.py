@@ -1,4 +1,4 @@
-"""Plain-bytes chunks read straight from their files (daskauc.data.rawread) against Zarr's
+"""Plain-bytes chunks read straight from their files (daskauc.data.rawchunks) against Zarr's
 own read of the same store, and the faults it must name."""
 
 import os
@@ -10,7 +10,7 @@ from helpers import dataset_store
 
 from daskauc import StoreIntegrityError
 from daskauc.data import open_dataset
-from daskauc.data.rawread import RawChunks
+from daskauc.data.rawchunks import RawChunks
 from daskauc.data.store import CheckedZarrArray, create_array, writing_store
 
 
@@ -66,3 +66,47 @@ def test_a_chunk_truncated_after_open_is_named(tmp_path):
     with pytest.raises(StoreIntegrityError, match=rf"X/c/2/0 is truncated or altered "
                                                   rf"\({size - 8} bytes instead of {size}\)"):
         ds.X.compute(scheduler="threads")
+
+
+@pytest.mark.parametrize("n", [240, 257])
+def test_raw_writes_are_the_bytes_zarr_writes(tmp_path, n):
+    from daskauc.data.rawchunks import write_rows
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(n, 7)).astype(np.float32)
+    y = np.where(rng.random(n) < 0.3, 1, -1).astype(np.int8)
+    for how in ("zarr", "raw"):
+        with writing_store(tmp_path / f"{how}.zarr", kind="dataset") as g:
+            for name, a, chunks in (("X", X, (60, 7)), ("y", y, (60,))):
+                z = create_array(g, name, shape=a.shape, chunks=chunks, dtype=a.dtype,
+                                 compressors=None)
+                if how == "zarr":
+                    z[...] = a
+                else:
+                    assert RawChunks.of(z).write(0, a[:120])  # two whole chunks
+                    write_rows(z, 120, a[120:])  # the rest, the last chunk padded
+    for name in ("X", "y"):
+        files = sorted(os.listdir(tmp_path / "zarr.zarr" / name / "c"))
+        assert files == sorted(os.listdir(tmp_path / "raw.zarr" / name / "c"))
+        for root, _, names in os.walk(tmp_path / "zarr.zarr" / name / "c"):
+            for f in names:
+                mine = os.path.join(str(root).replace("zarr.zarr", "raw.zarr"), f)
+                with open(os.path.join(root, f), "rb") as a, open(mine, "rb") as b:
+                    assert a.read() == b.read(), (name, f)
+    ds = open_dataset(tmp_path / "raw.zarr")
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+
+
+def test_rows_that_are_not_whole_chunks_are_left_to_zarr(tmp_path):
+    from daskauc.data.rawchunks import write_rows
+
+    with writing_store(tmp_path / "p.zarr", kind="dataset") as g:
+        z = create_array(g, "X", shape=(100, 2), chunks=(25, 2), dtype=np.float64,
+                         compressors=None)
+        raw = RawChunks.of(z)
+        assert not raw.write(10, np.ones((25, 2)))  # not at a chunk start
+        assert not raw.write(0, np.ones((30, 2)))  # ends inside a chunk
+        z[...] = 0
+        write_rows(z, 10, np.ones((30, 2)))  # through Zarr
+    got = zarr.open_group(tmp_path / "p.zarr", mode="r")["X"][...]
+    np.testing.assert_array_equal(got[:, 0], np.r_[np.zeros(10), np.ones(30), np.zeros(60)])

@@ -1,17 +1,20 @@
-"""Reading daskauc's own uncompressed chunks straight from their files.
+"""Reading and writing daskauc's own uncompressed chunks straight from and to their files.
 
 Zarr's read path for one uncompressed 64 MiB chunk (its async store, a buffer per codec, a
 fresh output array) ran at 0.6-1.3 GB/s per process on covtype's embedding, where reading
 the same cached file into an array with ``readinto`` and checking its CRC32C runs at
 3.5-4.3 GB/s (measured in ``scripts/bench_chains.py``). Streamed solvers read every chunk
-at every epoch, so this was most of a streamed epoch.
+at every epoch, so this was most of a streamed epoch. Writing is the mirror image: the
+embedding write is one file per chunk, and Zarr's encode path adds copies to it.
 
-:class:`RawChunks` reads a chunk-aligned row range of a Zarr v3 array when the array is on a
-local filesystem and its chunks are stored as plain bytes: codecs ``bytes`` (little endian on
-a little-endian machine) optionally followed by ``crc32c``, a regular grid chunked along rows
-only. That is every array daskauc writes without a compressor (embeddings, by default). The
-file of chunk ``i`` then holds exactly ``chunk_rows`` rows in C order (Zarr pads the last
-chunk to the full chunk shape) followed by the 4-byte little-endian CRC32C of those bytes.
+:class:`RawChunks` handles a chunk-aligned row range of a Zarr v3 array when the array is on
+a local filesystem and its chunks are stored as plain bytes: codecs ``bytes`` (little endian
+on a little-endian machine) optionally followed by ``crc32c``, a regular grid chunked along
+rows only. That is every array daskauc writes without a compressor (embeddings, by
+default). The file of chunk ``i`` then holds exactly ``chunk_rows`` rows in C order (Zarr
+pads the last chunk to the full chunk shape with the fill value) followed by the 4-byte
+little-endian CRC32C of those bytes; :meth:`RawChunks.write` writes the same bytes Zarr
+would (tested byte for byte).
 
 The checks are Zarr's and daskauc's: a chunk file that is absent, of any other size, or whose
 checksum differs is a :class:`~daskauc.data.store.StoreIntegrityError` naming it, never data.
@@ -31,8 +34,8 @@ class RawChunks:
     """The plain-bytes layout of a Zarr array, or None from :meth:`of` when it has another."""
 
     def __init__(self, root: str, array_path: str, shape: tuple, chunk_rows: int, dtype,
-                 checksum: bool, encode_key):
-        self.root, self.array_path = root, array_path
+                 checksum: bool, encode_key, fill_value=0):
+        self.root, self.array_path, self.fill_value = root, array_path, fill_value
         self.shape, self.chunk_rows = tuple(shape), int(chunk_rows)
         self.dtype, self.checksum = np.dtype(dtype), bool(checksum)
         self.encode_key = encode_key
@@ -66,7 +69,7 @@ class RawChunks:
         if dtype.hasobject or not dtype.isnative:
             return None
         return cls(os.fspath(store.root), array.store_path.path, array.shape, array.chunks[0],
-                   dtype, len(codecs) == 2, meta.encode_chunk_key)
+                   dtype, len(codecs) == 2, meta.encode_chunk_key, meta.fill_value)
 
     def key(self, i: int) -> str:
         coords = (i,) + (0,) * (len(self.shape) - 1)
@@ -113,10 +116,49 @@ class RawChunks:
                 got += n
             stored = f.read(4) if self.checksum else b""
         if self.checksum:
-            import google_crc32c
-
-            ro = buf.view()
-            ro.flags.writeable = False  # google_crc32c reads only read-only buffers
-            computed = np.uint32(google_crc32c.value(ro)).tobytes()
+            computed = _crc32c(buf)
             if computed != stored:
                 raise fail("checksum", i, key, f"stored {stored!r}, computed {computed!r}")
+
+    def write(self, start: int, block: np.ndarray) -> bool:
+        """Write ``block`` at rows ``start:`` if it is whole chunks (the last may end with the
+        array); False (nothing written) when it is not, so the caller writes through Zarr."""
+        cr, n = self.chunk_rows, self.shape[0]
+        stop = start + block.shape[0]
+        if (start % cr or (stop % cr and stop != n) or stop > n
+                or block.shape[1:] != self.shape[1:]):
+            return False
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        for i in range(start // cr, -(-stop // cr)):
+            part = block[i * cr - start : min(stop, (i + 1) * cr) - start]
+            if part.shape[0] < cr:  # the array's last chunk, padded as Zarr pads it
+                full = np.full((cr, *self.shape[1:]), self.fill_value, dtype=self.dtype)
+                full[: part.shape[0]] = part
+                part = full
+            data = part.reshape(-1).view(np.uint8)
+            path = os.path.join(self.root, self.key(i))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb", buffering=0) as f:
+                view, done = memoryview(data), 0
+                while done < data.size:
+                    done += f.write(view[done:])
+                if self.checksum:
+                    f.write(_crc32c(data))
+        return True
+
+
+def _crc32c(data: np.ndarray) -> bytes:
+    """The CRC32C of an array's bytes as Zarr stores it (4 bytes, little endian)."""
+    import google_crc32c
+
+    ro = data.view()
+    ro.flags.writeable = False  # google_crc32c reads only read-only buffers
+    return np.uint32(google_crc32c.value(ro)).astype("<u4").tobytes()
+
+
+def write_rows(array, start: int, block: np.ndarray) -> None:
+    """``array[start : start + len(block)] = block`` for a ``zarr.Array``: straight to the chunk
+    files when they are plain bytes and the rows are whole chunks, else through Zarr."""
+    raw = RawChunks.of(array)
+    if raw is None or not raw.write(start, block):
+        array[start : start + block.shape[0]] = block
