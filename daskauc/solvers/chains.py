@@ -3,28 +3,63 @@
 With ``n_chains = K > 1`` an epoch runs K chains at once (:func:`~daskauc.solvers.stream.
 epoch_graph`), each starting from the epoch's start state and visiting its own share of the
 chunks (visits ``k, k + K, ...`` of the epoch's shuffled order, each with the seed it has in one
-chain), so K workers work at once. At the end of the epoch one task combines the K final states:
+chain), so K workers work at once. At the end of the epoch (or of every round of
+``sync_every`` chunks per chain) one task combines the K final states, by the solver's
+``merge_chains(start, finals, seed)``. The rules, by kind of state:
 
-* **NSAUC's iterate** is a scaled sum of subgradients (its step ``1 / (lam (t + t0))``), and
-  the chains' sums are added (:func:`daskauc.solvers.nsauc.merge_chains`);
-* **other iterates** (``w``): parameter mixing, the average of the chains' iterates weighted by
-  the steps each took (Mann et al. 2009; McDonald, Hall & Mann, "Distributed training strategies for
-  the structured perceptron", NAACL 2010 (iterative parameter mixing); Zinkevich, Weimer, Smola
-  & Li, "Parallelized stochastic gradient descent", NIPS 2010). Mixed once per epoch, this is
-  iterative parameter mixing; it is not the sequential iterate, so results with K chains differ
-  from one chain's (measured: docs/benchmarks/chains.md);
-* **running averages of the iterates** (``wbar``): exact. Chain k's average covers the start's
-  ``n0`` iterates and its own; the combination is the average of the start's and of every
-  chain's own iterates, as if one chain had produced them all;
-* **counters** (steps, rows seen per class): the start's plus every chain's increment, so step
-  size schedules continue from the total;
+* **scaled subgradient sums** (NSAUC and NSVMSGD2, :func:`daskauc.solvers.nsauc.merge_chains`):
+  with ``eta_t = 1 / (lam (t + t0))`` the iterate is a scaled sum of the subgradients met,
+  ``(t + t0) w_t = (t_s + t0) w_s + sum_i g_i / lam`` up to factors within
+  ``rskip / (t_s + t0)`` of 1 on each term (with ``rskip = 1`` exactly: 1 on the start's
+  term, ``1 - 1 / (t_i + t0)`` on ``g_i``), so the chains' sums are added. The merged ``w`` is
+  then the sequential iterate of the same subgradients up to those factors (tested against a
+  replay of every chain's subgradients in one sequence), whereas parameter mixing would count
+  each chain's new subgradients once over K. The rule is about ``w`` itself: it serves
+  NSVMSGD2's last iterate as it serves the iterates NSAUC averages;
+* **other iterates**: parameter mixing, the average of the chains' iterates weighted by the
+  steps each took (Mann et al. 2009; McDonald, Hall & Mann, "Distributed training strategies
+  for the structured perceptron", NAACL 2010 (iterative parameter mixing); Zinkevich, Weimer,
+  Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010). That is ``w`` of SPAM,
+  TwoPassAUC (pass 2), OPAUC and OAM; ``w`` and the offset ``b`` of Uni-Exp / Uni-Squ; SPDAM's
+  primal ``w`` and its extrapolated point ``wbar`` (with the same weights, so that
+  ``wbar = w + theta (w - w_prev)`` still holds for the mixed previous iterates); and SOLAM's
+  whole saddle-point iterate ``(w, a, b, alpha)``. SOLAM's primal ``w, a, b`` and dual
+  ``alpha`` are mixed alike, as CoDA averages the primal and the dual variables of local
+  primal-dual SGD chains on this min-max form of AUC (Guo, Liu, Yuan, Shen, Liu & Yang,
+  "Communication-efficient distributed stochastic AUC maximization with deep neural
+  networks", ICML 2020): a convex combination stays inside SOLAM's projection sets (the ball
+  of ``w``, the boxes of ``a, b, alpha``) and keeps ``a, b, alpha`` next to the ``w`` they
+  track (at the saddle point they are linear in ``w``: ``w.c+``, ``w.c-``, ``w.(c- - c+)``);
+  keeping the start's would throw away the epoch's progress in them. Mixed once per epoch
+  this is iterative parameter mixing; it is not the sequential iterate, so results with K
+  chains differ from one chain's (measured: docs/benchmarks/chains.md);
+* **running averages of the iterates**: exact (:func:`merge_running_average`). Chain k's
+  average covers the start's iterates and its own; the combination is the average of the
+  start's and of every chain's own iterates, as if one chain had produced them all. Uniform
+  averages are weighted by the iterates they cover (NSAUC's ``wbar`` by ``q``, SPAM's by
+  ``t``, OAM's by rows, Uni-Exp / Uni-Squ's ``wbar`` and ``bbar`` by ``t``); SOLAM's
+  gamma-weighted averages ``wbar``, ``abar``, ``bbar``, ``alphabar`` by the sums of the gammas;
+* **counters** (steps, rows and positives seen, SOLAM's sum of the gammas): the start's plus
+  every chain's increment (:func:`add_increments`), so step-size schedules (``1 / sqrt(t)``,
+  ``1 / (t + t0)``) and online class ratios ``p_t`` continue from the totals; SOLAM's running
+  largest row norm ``kappa`` is the largest of the chains';
+* **sufficient statistics accumulated during the epoch**: exact, the start's plus the chains'
+  increments. OPAUC's per-class sums, scatters ``sum x x^T`` and counts equal one chain's
+  over the same rows (up to the float64 rounding of the order of the additions). SPDAM's
+  dual variables belong to rows and the chains of a round visit disjoint chunks, so each
+  chunk's duals are those of the chain that visited it, and ``u = (1/n) sum_i beta_i
+  xbar_i``, linear in the duals, is the start's plus the chains' increments: the "adding"
+  rule of distributed dual coordinate methods (Ma, Smith, Jaggi, Jordan, Richtarik & Takac,
+  "Adding vs. averaging in distributed primal-dual optimization", ICML 2015), exact here
+  because the blocks are disjoint;
 * **OAM's reservoirs**: merged into a uniform sample of every row of the class seen so far
   (weighted reservoir merging). Besides its working buffers (the start's, updated as one chain
   would), each chain keeps a reservoir of its own rows only; the number of slots each
   population (the rows before the epoch, each chain's rows) gets is drawn from the
   multivariate hypergeometric law of a uniform sample of their union, and each share is drawn
   uniformly from that population's reservoir. Exact in distribution (tested against K / N);
-* **class statistics** fixed within an epoch (SPAM's means) are the start's.
+* **class statistics fixed within an epoch** (the first-pass means of SPAM, TwoPassAUC and
+  SPDAM, SPDAM's step parameters) are the start's.
 
 Every draw of the combination comes from the epoch's seed, so an epoch's result still depends
 only on the seed root, the epoch number and ``n_chains``.
@@ -48,10 +83,12 @@ def mix_iterates(start: np.ndarray, finals: list[np.ndarray], steps: list[int]) 
     return out
 
 
-def merge_running_average(start_avg: np.ndarray, start_count: int, avgs: list[np.ndarray],
-                          counts: list[int]) -> np.ndarray:
+def merge_running_average(start_avg: np.ndarray, start_count: float, avgs: list[np.ndarray],
+                          counts: list[float]) -> np.ndarray:
     """The average of all iterates: the start's ``start_count`` ones and each chain's own
-    (chain k's average ``avgs[k]`` covers ``counts[k]`` iterates, the start's included)."""
+    (chain k's average ``avgs[k]`` covers ``counts[k]`` iterates, the start's included).
+
+    For a weighted average (SOLAM's gamma weights) the counts are the sums of the weights."""
     total = start_count + sum(c - start_count for c in counts)
     if total <= 0:
         return start_avg.copy()
@@ -59,6 +96,12 @@ def merge_running_average(start_avg: np.ndarray, start_count: int, avgs: list[np
     for a, c in zip(avgs, counts, strict=True):
         acc = acc + (c * a - start_count * start_avg)
     return acc / total
+
+
+def add_increments(start, finals: list):
+    """The start's value plus every chain's increment: counters and exact sums (a number or
+    an array; the one-chain total up to the float64 rounding of the order of the additions)."""
+    return start + sum(f - start for f in finals)
 
 
 def merge_reservoirs(start_buf: np.ndarray, start_n: int, own_bufs: list[np.ndarray],
