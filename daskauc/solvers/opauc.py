@@ -19,6 +19,13 @@ Each class keeps its running sum and its scatter ``sum x x^T`` (lower triangle, 
 O(r^2) memory and O(r^2) time per row (a rank-one update and a symmetric matrix-vector
 product), which is what makes OPAUC impractical at large r (see
 ``scripts/bench_least_squares.py``). The state (two r x r matrices) travels with the chunks.
+
+Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`): the running statistics are sums
+over the rows seen, so they merge exactly: each class's sum, scatter and count is the start's
+plus every chain's increment, equal (float64 rounding aside) to what one chain accumulates over
+the same rows. Within the epoch a chain's statistics hold the start's rows and its own. The
+iterate ``w`` is mixed by the steps each chain took (parameter mixing, Zinkevich et al. 2010)
+and the step counter summed.
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ import numpy as np
 from .._validation import check_param
 from ._ls_kernels import _opauc_chunk
 from ._result import SolverResult
+from .chains import add_increments, mix_iterates
 from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
-from .stream import seed_root
+from .stream import resolve_chains, seed_root
 from .twopass import _check_dim
 
 
@@ -64,9 +72,23 @@ def _opauc_step(Xb, yb, state: OPAUCState, seed, extra, *, eta, lam):
                    steps=state.steps + int(steps))
 
 
+def merge_chains(start: OPAUCState, finals: list[OPAUCState], seed) -> OPAUCState:
+    """Parallel chains (:mod:`daskauc.solvers.chains`): the class sums, scatters and counts
+    are the start's plus the chains' increments (exact), ``w`` is mixed by steps, the step
+    counter summed."""
+    def total(name):
+        return add_increments(getattr(start, name), [getattr(f, name) for f in finals])
+
+    return replace(start, w=mix_iterates(start.w, [f.w for f in finals],
+                                         [f.steps - start.steps for f in finals]),
+                   sum_pos=total("sum_pos"), sum_neg=total("sum_neg"), G_pos=total("G_pos"),
+                   G_neg=total("G_neg"), counts=total("counts"), steps=total("steps"))
+
+
 def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
           shuffle: bool = True, random_state=None, stats: ClassStats | None = None,
-          state: OPAUCState | None = None) -> SolverResult:
+          state: OPAUCState | None = None, n_chains: int | str = 1,
+          sync_every: int | None = None) -> SolverResult:
     """OPAUC over streamed chunks (one pass by default, as in the paper).
 
     Parameters
@@ -84,6 +106,11 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
         If given, history records ``objective`` = LS(w).
     state : OPAUCState, optional
         Continue a previous run (``partial_fit``: the stream goes on).
+    n_chains : int or "auto"
+        Parallel chains per epoch (:mod:`daskauc.solvers.chains`: the class statistics
+        summed exactly, ``w`` mixed by steps); 1 is the sequential solver.
+    sync_every : int, optional
+        With several chains, combine them after every ``sync_every`` chunks of each chain.
 
     Returns
     -------
@@ -99,6 +126,8 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
     References
     ----------
     Gao, Jin, Zhu & Zhou, "One-pass AUC optimization", ICML 2013.
+    Zinkevich, Weimer, Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010
+    (parameter mixing of parallel chains).
     """
     check_param("lam", lam, float, low=0.0)
     check_param("eta", eta, float, low=0.0, include_low=False)
@@ -114,6 +143,7 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
     state, history = stream_epochs(
         _opauc_step, Xd, yd, state, solver="opauc", n_epochs=n_epochs, shuffle=shuffle,
         params={"eta": float(eta), "lam": float(lam)}, report=report,
+        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

@@ -25,6 +25,11 @@ Streaming: pass 1 is :func:`daskauc.solvers.stats.class_means`; each epoch of pa
 Dask graph ``daskauc-twopass-epoch-...`` threading ``w`` through the chunks in a shuffled
 order, rows inside a chunk in a random permutation (numba kernel
 ``_ls_kernels._twopass_sgd_chunk``, two O(r) loops per row).
+
+Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`): pass 2 is plain SGD on ``w``, so
+the chains' iterates are mixed by the steps each took (Zinkevich et al. 2010), the step counter
+is the start's plus every chain's steps (``eta / sqrt(t)`` continues from the total), and the
+first pass's means stay the start's (they are fixed within an epoch).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import numpy as np
 from .._validation import check_param
 from ._ls_kernels import _twopass_sgd_chunk
 from ._result import SolverResult
+from .chains import merge_by_steps
 from .stats import (
     ClassMeans,
     ClassStats,
@@ -47,7 +53,7 @@ from .stats import (
     row_order,
     stream_epochs,
 )
-from .stream import seed_root
+from .stream import resolve_chains, seed_root
 
 SCHEDULES = ("constant", "invsqrt")
 
@@ -76,6 +82,12 @@ def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedul
     return replace(state, w=w, t=int(t))
 
 
+def merge_chains(start: TwoPassState, finals: list[TwoPassState], seed) -> TwoPassState:
+    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` mixed by steps, ``t`` summed,
+    the means fixed (the start's)."""
+    return merge_by_steps(start, finals, counter="t")
+
+
 def twopass_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray, means: ClassMeans,
                      lam: float) -> np.ndarray:
     """Per-row gradients ``g_t(w)`` of TwoPassAUC, shape (n, r) (small data, for checks)."""
@@ -92,7 +104,8 @@ def twopass_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray, means: ClassMe
 def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str = "constant",
                 n_epochs: int = 5, shuffle: bool = True, random_state=None,
                 means: ClassMeans | None = None, stats: ClassStats | None = None,
-                state: TwoPassState | None = None, update_means: bool = False) -> SolverResult:
+                state: TwoPassState | None = None, update_means: bool = False,
+                n_chains: int | str = 1, sync_every: int | None = None) -> SolverResult:
     """TwoPassAUC: first pass class means, then SGD with the unbiased gradient of LS.
 
     Parameters
@@ -118,6 +131,11 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     update_means : bool
         With ``state``: first merge the class statistics of this ``X`` into the state's
         (a pass over X), as ``partial_fit`` on a new batch of a stream does.
+    n_chains : int or "auto"
+        Parallel chains per epoch of pass 2 (:mod:`daskauc.solvers.chains`: ``w`` mixed by
+        steps, the step counter summed, the means fixed); 1 is the sequential solver.
+    sync_every : int, optional
+        With several chains, combine them after every ``sync_every`` chunks of each chain.
 
     Returns
     -------
@@ -137,6 +155,8 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     ----------
     Luan & Gao, "Two-pass AUC optimization", CAAI Transactions on Intelligent Systems 13(3),
     2018 (there called TPAUC; not LibAUC's two-way partial AUC).
+    Zinkevich, Weimer, Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010
+    (parameter mixing of parallel chains).
     """
     check_param("lam", lam, float, low=0.0)
     check_param("eta", eta, float, low=0.0, include_low=False)
@@ -156,6 +176,7 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     state, history = stream_epochs(
         _twopass_step, Xd, yd, state, solver="twopass", n_epochs=n_epochs, shuffle=shuffle,
         params={"lam": float(lam), "eta": float(eta), "schedule": schedule}, report=report,
+        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)
