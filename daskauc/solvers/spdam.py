@@ -42,6 +42,17 @@ the theorem's independent uniform batches; the measured convergence is geometric
 
 The duals are an n-vector kept in the state, split like the row chunks; each chunk's task
 updates its own slice. One epoch is one graph ``daskauc-spdam-epoch-...``.
+
+Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`). The chains of a round visit
+disjoint chunks, so the duals merge exactly: each chunk's duals are those of the chain that
+visited it (the start's if none did), and ``u = (1/n) sum_i beta_i xbar_i``, linear in the
+duals, is the start's plus every chain's increment, which is ``u`` of the merged duals (the
+"adding" rule of distributed dual coordinate methods, Ma et al. 2015, exact for disjoint
+blocks). Within the epoch a chain's ``u`` sees the start's duals and its own updates only.
+The primal ``w`` and the extrapolated ``wbar`` are mixed with the same weights, the
+iterations each chain made (parameter mixing, Zinkevich et al. 2010), so that
+``wbar = w + theta (w - w_prev)`` holds for the mixed previous iterates; the iteration counter
+is summed; the class means and sigma, tau, theta (fixed for the run) stay the start's.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ import numpy as np
 from .._validation import check_param
 from ._ls_kernels import _spdam_chunk
 from ._result import SolverResult
+from .chains import add_increments, mix_iterates
 from .stats import (
     ClassMeans,
     ClassStats,
@@ -65,7 +77,7 @@ from .stats import (
     row_order,
     stream_epochs,
 )
-from .stream import seed_root
+from .stream import resolve_chains, seed_root
 from .twopass import _check_dim
 
 
@@ -122,10 +134,28 @@ def _spdam_step(Xb, yb, state: SPDAMState, seed, chunk, **_):
                    iters=state.iters + int(iters))
 
 
+def merge_chains(start: SPDAMState, finals: list[SPDAMState], seed) -> SPDAMState:
+    """Parallel chains (:mod:`daskauc.solvers.chains`): each chunk's duals from the chain that
+    visited it, ``u`` the start's plus the chains' increments (exact), ``w`` and ``wbar``
+    mixed by iterations, ``iters`` summed."""
+    duals = []
+    for c, d0 in enumerate(start.duals):
+        changed = [f.duals[c] for f in finals if not np.array_equal(f.duals[c], d0)]
+        # one chain visits a chunk per round (the visits of a round are a permutation); the
+        # sum of increments covers an order that repeats a chunk in two chains
+        duals.append(changed[0] if len(changed) == 1 else add_increments(d0, changed))
+    steps = [f.iters - start.iters for f in finals]
+    return replace(start, w=mix_iterates(start.w, [f.w for f in finals], steps),
+                   wbar=mix_iterates(start.wbar, [f.wbar for f in finals], steps),
+                   u=add_increments(start.u, [f.u for f in finals]), duals=tuple(duals),
+                   iters=start.iters + sum(steps))
+
+
 def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
           shuffle: bool = True, random_state=None, R: float | None = None,
           means: ClassMeans | None = None, stats: ClassStats | None = None,
-          state: SPDAMState | None = None) -> SolverResult:
+          state: SPDAMState | None = None, n_chains: int | str = 1,
+          sync_every: int | None = None) -> SolverResult:
     """SPDAM over streamed chunks: linear convergence to the least-squares AUC optimum.
 
     Parameters
@@ -146,6 +176,12 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
         If given, history records ``objective`` = LS(w).
     state : SPDAMState, optional
         Continue a previous run on the same rows (the duals belong to them).
+    n_chains : int or "auto"
+        Parallel chains per epoch (:mod:`daskauc.solvers.chains`: each chunk's duals from the
+        chain that visited it and ``u`` summed, both exact; ``w`` and ``wbar`` mixed by
+        iterations); 1 is the sequential solver.
+    sync_every : int, optional
+        With several chains, combine them after every ``sync_every`` chunks of each chain.
 
     Returns
     -------
@@ -164,6 +200,8 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
     Frontiers in Applied Mathematics and Statistics 5:30, 2019.
     Zhang & Xiao, "Stochastic primal-dual coordinate method for regularized empirical risk
     minimization", JMLR 18(84), 2017.
+    Ma, Smith, Jaggi, Jordan, Richtarik & Takac, "Adding vs. averaging in distributed
+    primal-dual optimization", ICML 2015 (dual blocks of parallel chains added).
     """
     check_param("lam", lam, float, low=0.0, include_low=False)
     check_param("batch_size", batch_size, int, low=1)
@@ -187,6 +225,7 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
     state, history = stream_epochs(
         _spdam_step, Xd, yd, state, solver="spdam", n_epochs=n_epochs, shuffle=shuffle,
         per_chunk=list(range(len(chunks))), params={}, report=report,
+        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)
