@@ -13,6 +13,12 @@ optimum (``(S+ + S- + lam/2 I)^(-1) D``, see SPEC §4.4). So the solver learns `
 Streaming exactly as :mod:`daskauc.solvers.oam`: one graph per epoch
 (``daskauc-uni-exp-epoch-...`` / ``daskauc-uni-squ-epoch-...``), a random chunk order and a
 random row order per chunk drawn by the Python step from the visit's ``SeedSequence``.
+
+Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`), for both losses: ``w`` and the
+offset ``b`` are mixed by the steps each chain took (parameter mixing, Zinkevich et al. 2010);
+the uniform averages ``wbar`` and ``bbar`` are merged exactly (the average of every chain's
+iterates and the start's); the step counter ``t`` and the positives seen are the start's plus
+every chain's increment, so ``eta_t = eta0 / sqrt(t)`` and ``p_t`` continue from the totals.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ import numpy as np
 
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
+from .chains import add_increments, merge_running_average, mix_iterates
 from .oam import _training_auc, as_stream_input
-from .stream import epoch_graph, epoch_plan, seed_root
+from .stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 
 logger = logging.getLogger("daskauc")
 
@@ -74,6 +81,21 @@ def _univariate_step(X_block, y_block, state: UnivariateState, seed, extra, *, l
     return replace(state, w=w, wbar=wbar, offset=offset, counts=counts)
 
 
+def merge_chains(start: UnivariateState, finals: list[UnivariateState],
+                 seed) -> UnivariateState:
+    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` and ``b`` mixed by steps,
+    ``wbar`` and ``bbar`` exact averages over every chain's steps, the counters summed."""
+    t0 = int(start.counts[0])
+    ts = [int(f.counts[0]) for f in finals]
+    steps = [t - t0 for t in ts]
+    offset = np.array([
+        mix_iterates(start.offset[:1], [f.offset[:1] for f in finals], steps)[0],
+        merge_running_average(start.offset[1:], t0, [f.offset[1:] for f in finals], ts)[0]])
+    return replace(start, w=mix_iterates(start.w, [f.w for f in finals], steps),
+                   wbar=merge_running_average(start.wbar, t0, [f.wbar for f in finals], ts),
+                   offset=offset, counts=add_increments(start.counts, [f.counts for f in finals]))
+
+
 def univariate_sgd(
     X,
     y,
@@ -90,6 +112,8 @@ def univariate_sgd(
     chunk_rows: int | None = None,
     validation=None,
     callback=None,
+    n_chains: int | str = 1,
+    sync_every: int | None = None,
 ) -> SolverResult:
     """Online Uni-Exp (``loss="exp"``) or Uni-Squ (``loss="square"``) over row chunks.
 
@@ -109,6 +133,10 @@ def univariate_sgd(
     chunk_rows : rows per chunk for numpy input (or to rechunk dask input).
     validation : optional ``(X_val, y_val)`` (y in {-1, +1}); its AUC goes in the history.
     callback : called as ``callback(epoch, history_row)`` after every epoch.
+    n_chains : parallel chains per epoch (:mod:`daskauc.solvers.chains`: ``w`` and ``b`` mixed
+        by steps, the averages exact, the counters summed); 1 (default) is the sequential
+        algorithm, "auto" one per worker thread.
+    sync_every : with several chains, combine them after every ``sync_every`` chunks of each.
 
     Returns
     -------
@@ -130,6 +158,8 @@ def univariate_sgd(
     ----------
     Kotlowski, Dembczynski & Huellermeier, "Bipartite Ranking through Minimization of
     Univariate Loss", ICML 2011.
+    Zinkevich, Weimer, Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010
+    (parameter mixing of parallel chains).
     """
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {sorted(LOSSES)}; got {loss!r}")
@@ -148,12 +178,14 @@ def univariate_sgd(
     params = dict(loss=LOSSES[loss], eta0=float(eta0), constant=schedule == "constant",
                   lam=float(lam), average=bool(average), shuffle=bool(shuffle))
     history = []
+    chains = resolve_chains(n_chains)
     for _ in range(int(n_epochs)):
         order, visits = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
                                    X.numblocks[0], shuffle)
         tic = time.perf_counter()
         graph = epoch_graph(_univariate_step, X, y, state, solver=solver, order=order,
-                            seeds=visits, params=params)
+                            seeds=visits, params=params, n_chains=chains, merge=merge_chains,
+                            sync_every=sync_every)
         (state,) = dask.compute(graph)
         state = replace(state, epoch=state.epoch + 1)
         if not (np.isfinite(state.w).all() and np.isfinite(state.offset).all()):
