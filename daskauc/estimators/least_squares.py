@@ -160,6 +160,14 @@ class TwoPassAUC(_LSModel):
     shuffle : bool
         Shuffle the chunk order each epoch (rows are always permuted inside a chunk).
     random_state : None, int or Generator
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: ``w`` mixed
+        by steps, the step counter summed, the means fixed). 1 is the sequential algorithm, bit
+        for bit; more chains use more workers and give a close, not identical, result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Notes
     -----
@@ -178,19 +186,23 @@ class TwoPassAUC(_LSModel):
                "shuffle": _SHUFFLE}
 
     def __init__(self, lam: float = 1e-3, *, eta: float = 2.0**-6, schedule: str = "constant",
-                 n_epochs: int = 5, shuffle: bool = True, random_state=None):
+                 n_epochs: int = 5, shuffle: bool = True, random_state=None, n_chains=1,
+                 sync_every=None):
         self.lam = lam
         self.eta = eta
         self.schedule = schedule
         self.n_epochs = n_epochs
         self.shuffle = shuffle
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
         return twopass_auc(X, y, lam=float(self.lam), eta=float(self.eta),
                            schedule=self.schedule, n_epochs=n_epochs, shuffle=self.shuffle,
                            random_state=self.random_state, state=state,
-                           update_means=continuing)
+                           update_means=continuing, n_chains=self.n_chains,
+                           sync_every=self.sync_every)
 
 
 class OPAUC(_LSModel):
@@ -205,6 +217,15 @@ class OPAUC(_LSModel):
     n_epochs : int >= 1, default 1
         The paper makes one pass.
     shuffle, random_state : as :class:`TwoPassAUC`.
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: the class
+        sums, scatters and counts added exactly, ``w`` mixed by steps). 1 is the sequential
+        algorithm, bit for bit; more chains use more workers and give a close, not identical,
+        result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Notes
     -----
@@ -222,16 +243,19 @@ class OPAUC(_LSModel):
                "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
 
     def __init__(self, lam: float = 1e-3, *, eta: float = 2.0**-6, n_epochs: int = 1,
-                 shuffle: bool = True, random_state=None):
+                 shuffle: bool = True, random_state=None, n_chains=1, sync_every=None):
         self.lam = lam
         self.eta = eta
         self.n_epochs = n_epochs
         self.shuffle = shuffle
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
         return opauc(X, y, lam=float(self.lam), eta=float(self.eta), n_epochs=n_epochs,
-                     shuffle=self.shuffle, random_state=self.random_state, state=state)
+                     shuffle=self.shuffle, random_state=self.random_state, state=state,
+                     n_chains=self.n_chains, sync_every=self.sync_every)
 
 
 class SOLAM(_LSModel):
@@ -258,6 +282,15 @@ class SOLAM(_LSModel):
     n_epochs : int >= 1, default 15
         The demo makes 15 passes.
     shuffle, random_state : as :class:`TwoPassAUC`.
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: ``(w, a, b,
+        alpha)`` mixed by steps, the gamma-weighted averages exact, the counters summed). 1 is
+        the sequential algorithm, bit for bit; more chains use more workers and give a close,
+        not identical, result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Notes
     -----
@@ -280,7 +313,8 @@ class SOLAM(_LSModel):
 
     def __init__(self, zeta: float = 100.0, *, R: float = 10.0, penalty: str = "projection",
                  lam: float = 0.0, variant: str = "paper", kappa: float | None = None,
-                 n_epochs: int = 15, shuffle: bool = True, random_state=None):
+                 n_epochs: int = 15, shuffle: bool = True, random_state=None, n_chains=1,
+                 sync_every=None):
         self.zeta = zeta
         self.R = R
         self.penalty = penalty
@@ -290,13 +324,15 @@ class SOLAM(_LSModel):
         self.n_epochs = n_epochs
         self.shuffle = shuffle
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
         return solam(X, y, zeta=float(self.zeta), R=float(self.R), penalty=self.penalty,
                      lam=float(self.lam), variant=self.variant,
                      kappa=None if self.kappa is None else float(self.kappa),
                      n_epochs=n_epochs, shuffle=self.shuffle, random_state=self.random_state,
-                     state=state)
+                     state=state, n_chains=self.n_chains, sync_every=self.sync_every)
 
 
 class SPAM(_LSModel):
@@ -381,6 +417,15 @@ class SPDAM(_LSModel):
         Bound on the rescaled row norms used by SPDC's step rules; default from the first
         pass.
     shuffle, random_state : as :class:`TwoPassAUC`.
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: each
+        chunk's duals from the chain that visited it and ``u`` summed, both exact; ``w`` and
+        ``wbar`` mixed by iterations). 1 is the sequential algorithm, bit for bit; more chains
+        use more workers and give a close, not identical, result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Notes
     -----
@@ -403,18 +448,22 @@ class SPDAM(_LSModel):
                "shuffle": _SHUFFLE}
 
     def __init__(self, lam: float = 1e-3, *, batch_size: int = 1, n_epochs: int = 10,
-                 R: float | None = None, shuffle: bool = True, random_state=None):
+                 R: float | None = None, shuffle: bool = True, random_state=None, n_chains=1,
+                 sync_every=None):
         self.lam = lam
         self.batch_size = batch_size
         self.n_epochs = n_epochs
         self.R = R
         self.shuffle = shuffle
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
         return spdam(X, y, lam=float(self.lam), batch_size=int(self.batch_size),
                      n_epochs=n_epochs, shuffle=self.shuffle, random_state=self.random_state,
-                     R=None if self.R is None else float(self.R), state=state)
+                     R=None if self.R is None else float(self.R), state=state,
+                     n_chains=self.n_chains, sync_every=self.sync_every)
 
 
 LEAST_SQUARES_METHODS: dict[str, Any] = {

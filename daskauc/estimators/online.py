@@ -255,6 +255,15 @@ class UnivariateAUC(_OnlineAUCModel):
         Record the training AUC in ``history_`` after every epoch (one extra pass each).
     random_state : None, int or numpy Generator, default=None
         Seed of the chunk and row orders.
+    n_chains : int >= 1 or "auto", default 1
+        Chains run in parallel over shares of the chunks each epoch (one per worker for
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: ``w`` and
+        ``b`` mixed by steps, the averages exact, the counters summed). 1 is the sequential
+        algorithm, bit for bit; more chains use more workers and give a close, not identical,
+        result.
+    sync_every : int or None, default None
+        With several chains, combine them after every ``sync_every`` chunks of each chain
+        instead of once per epoch.
 
     Attributes
     ----------
@@ -282,7 +291,8 @@ class UnivariateAUC(_OnlineAUCModel):
 
     def __init__(self, loss: str = "exp", *, lam: float = 0.0, eta0: float = 0.01,
                  schedule: str = "invsqrt", n_epochs: int = 5, average: bool = True,
-                 shuffle: bool = True, record_auc: bool = False, random_state=None):
+                 shuffle: bool = True, record_auc: bool = False, random_state=None,
+                 n_chains=1, sync_every=None):
         self.loss = loss
         self.lam = lam
         self.eta0 = eta0
@@ -292,6 +302,8 @@ class UnivariateAUC(_OnlineAUCModel):
         self.shuffle = shuffle
         self.record_auc = record_auc
         self.random_state = random_state
+        self.n_chains = n_chains
+        self.sync_every = sync_every
 
     def _param_table(self) -> dict:
         return {
@@ -309,7 +321,8 @@ class UnivariateAUC(_OnlineAUCModel):
         return univariate_sgd(X, y, loss=self.loss, lam=float(self.lam), eta0=float(self.eta0),
                               schedule=self.schedule, average=self.average, n_epochs=n_epochs,
                               shuffle=self.shuffle, random_state=self.random_state,
-                              state=state, validation=validation)
+                              state=state, validation=validation, n_chains=self.n_chains,
+                              sync_every=self.sync_every)
 
     def _set_result(self, result, classes, n_features: int) -> None:
         super()._set_result(result, classes, n_features)
