@@ -35,9 +35,12 @@ class PairwiseHingeSGD(LinearAUCModel):
     random_state : int, Generator or None
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`). 1 is the
-        sequential algorithm, bit for bit; more chains use more workers and give a (close,
-        not identical) parameter-mixed result.
+        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: the
+        chains' scaled subgradient sums are added, which is the sequential iterate of the same
+        subgradients up to factors within ``rskip / (t + t0)`` of 1, for the last iterate
+        (``average=False``) as for the averaged ones; the averages are merged exactly). 1 is
+        the sequential algorithm, bit for bit; more chains use more workers and give a close,
+        not identical, result.
     sync_every : int or None, default None
         With several chains, combine them after every ``sync_every`` chunks of each chain
         instead of once per epoch.
