@@ -6,9 +6,18 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from daskauc import OAM, SPAM, PairwiseHingeSGD
+from daskauc import (
+    OAM,
+    OPAUC,
+    SOLAM,
+    SPAM,
+    SPDAM,
+    PairwiseHingeSGD,
+    TwoPassAUC,
+    UnivariateAUC,
+)
 from daskauc.solvers.chains import merge_reservoirs, merge_running_average, mix_iterates
-from daskauc.solvers.stream import epoch_graph, resolve_chains
+from daskauc.solvers.stream import epoch_graph, epoch_plan, resolve_chains
 
 
 def test_merged_running_average_is_the_average_of_every_iterate():
@@ -119,6 +128,421 @@ def test_n_chains_values():
             resolve_chains(bad)
 
 
+# ---------------------------------------------------------------------------------------------
+# SOLAM, SPDAM, OPAUC, TwoPassAUC, Uni-Exp / Uni-Squ and NSVMSGD2: each merge against chains run
+# by hand. A hand-run chain applies the solver's own step to the chain's visits with the seeds
+# epoch_graph gives them (data in the client's memory: chain k takes visits k, k + K, ... of
+# the order), so its final state is the dask chain's bit for bit; the oracle then
+# combines the finals by a formula written here (np.average of iterates, averages recomputed
+# from every iterate, statistics recomputed from the rows). Tolerances: only the order of the
+# float64 additions differs, hence rtol 1e-12 unless a test says otherwise.
+
+
+def _small(n=2000, d=5, rows=250, seed=3):
+    """A small problem in 8 row chunks: (X, y) as dask arrays and as numpy."""
+    rng = np.random.default_rng(seed)
+    Xn = rng.normal(size=(n, d)) + 0.2
+    yn = np.where(Xn @ rng.normal(size=d) + rng.normal(size=n) > 0.3, 1, -1).astype(np.int8)
+    return da.from_array(Xn, chunks=(rows, d)), da.from_array(yn, chunks=rows), Xn, yn
+
+
+def _blocks(X, Xn, yn):
+    b = np.cumsum((0, *X.chunks[0]))
+    return [(Xn[b[c]:b[c + 1]], yn[b[c]:b[c + 1]]) for c in range(len(b) - 1)]
+
+
+def _chains_by_hand(step, blocks, state, K, params, *, positions=None, per_chunk=None):
+    """One round's K chains as epoch_graph builds them: chain k applies ``step`` from
+    ``state`` to visits k, k + K, ... of ``positions`` (default the whole epoch) in the order
+    of ``epoch_plan``, each visit with its own seed. Returns the finals and each chain's
+    ``(seed, chunk)`` visits."""
+    order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, len(blocks))
+    positions = list(range(len(order)) if positions is None else positions)
+    finals, visits = [], []
+    for k in range(K):
+        s, mine = state, []
+        for v in positions[k::K]:
+            c = int(order[v])
+            s = step(*blocks[c], s, seeds[v], None if per_chunk is None else per_chunk[c],
+                     **params)
+            mine.append((seeds[v], c))
+        finals.append(s)
+        visits.append(mine)
+    return finals, visits
+
+
+def _mixed(start, finals, steps):
+    """Parameter mixing as np.average (the start's value when no chain stepped)."""
+    if sum(steps) == 0:
+        return start
+    return np.average(np.stack(finals), axis=0, weights=np.asarray(steps, dtype=float))
+
+
+def _close(a, b, rtol=1e-12):
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(1.0, np.abs(b).max()))
+
+
+def _same_means(a, b):
+    """First-pass class statistics are fixed within an epoch: the start's, unchanged."""
+    assert (a.n_pos, a.n_neg) == (b.n_pos, b.n_neg)
+    np.testing.assert_array_equal(a.sum_pos, b.sum_pos)
+    np.testing.assert_array_equal(a.sum_neg, b.sum_neg)
+
+
+def _each_row(step, blocks, visits, state, params, draws, record):
+    """A chain again, one row per step call (a one-row block has one order), in the visit's
+    row order ``draws(seed, m)``; ``record(state_before, state_after)`` sees every step."""
+    for seed, c in visits:
+        Xb, yb = blocks[c]
+        for i in draws(seed, len(yb)):
+            new = step(Xb[i:i + 1], yb[i:i + 1], state, None, None, **params)
+            record(state, new)
+            state = new
+    return state
+
+
+@pytest.mark.parametrize("kw", [{"penalty": "projection", "variant": "authors"},
+                                {"penalty": "l2", "lam": 1e-2}])
+def test_solam_chains_mix_the_saddle_point_and_merge_every_average_exactly(kw):
+    """K = 3 chains (unequal shares: 3, 3, 2 chunks), two epochs. Oracle: every iterate
+    ``(w, a, b, alpha)`` each chain started a step from, with its ``gamma_t``, recorded row by
+    row; the merged gamma-weighted averages must be ``sum gamma v / sum gamma`` over all of
+    them (both epochs, all chains), the iterate the steps-weighted np.average of the chains'.
+    (The authors' variant projects a, b, alpha onto boxes that do not depend on kappa, so a
+    row-by-row run is the chunk run; the paper variant's kappa-boxes are covered by the fits.)
+    """
+    from daskauc.solvers.solam import _solam_step, solam
+    from daskauc.solvers.stats import row_order
+    from daskauc.solvers.stream import seed_root
+
+    X, y, Xn, yn = _small()
+    # the largest row in a chunk of chain 1 in epoch 1: the merged kappa must take it from there
+    order, _ = epoch_plan(*seed_root(0), 0, 8)
+    big = int(order[1]) * 250
+    Xn[big] *= 1.5 * np.sqrt((Xn ** 2).sum(axis=1).max()) / np.linalg.norm(Xn[big])
+    X = da.from_array(Xn, chunks=X.chunks)
+    blocks = _blocks(X, Xn, yn)
+    kw = dict(zeta=0.5, R=10.0, **kw)
+    params = {"zeta": 0.5, "R": 10.0, "kappa": None, "lam": kw.get("lam", 0.0),
+              "mode": 2 if kw["penalty"] == "l2" else 1}
+    state = solam(X, y, n_epochs=0, random_state=0, **kw).state
+    gammas, iterates = [], []
+
+    def record(before, after):
+        gammas.append(0.5 / np.sqrt(after.t))
+        iterates.append(np.concatenate([before.w, before.scal[:3]]))
+
+    with dask.config.set(scheduler="threads"):
+        for _ in range(2):
+            finals, visits = _chains_by_hand(_solam_step, blocks, state, 3, params)
+            for f, v in zip(finals, visits, strict=True):
+                again = _each_row(_solam_step, blocks, v, state, params,
+                                  lambda s, m: row_order(s, m), record)
+                _close(again.w, f.w, 1e-13)
+                _close(again.scal, f.scal, 1e-13)
+            merged = solam(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
+            steps = [f.t - state.t for f in finals]
+            _close(merged.w, _mixed(state.w, [f.w for f in finals], steps))
+            _close(merged.scal[:3], _mixed(state.scal[:3], [f.scal[:3] for f in finals], steps))
+            g = np.asarray(gammas)
+            avg = (g[:, None] * np.asarray(iterates)).sum(axis=0) / g.sum()
+            _close(merged.wbar, avg[:-3])
+            _close(merged.scal[3:6], avg[-3:])
+            _close(merged.scal[6], g.sum())
+            # every row was seen by some chain: kappa is the largest row norm
+            assert merged.kappa == pytest.approx(np.sqrt((Xn ** 2).sum(axis=1).max()),
+                                                 rel=1e-14)
+            state = merged
+    assert merged.t == 2 * len(yn) and merged.scal[7] == 2 * np.count_nonzero(yn > 0)
+
+
+def test_spdam_chains_keep_each_chunks_duals_and_add_u_exactly():
+    """K = 3 chains over one epoch from the state after a 3-chain epoch. Oracle: each chunk's
+    duals are those of the hand-run chain that visited it (bit for bit); ``u`` equals
+    ``(1/n) sum_i beta_i xbar_i`` recomputed from the merged duals and the rows (2n dual
+    updates accumulated in float64: rtol 1e-10); ``w``, ``wbar`` the np.average of the chains'
+    by iterations."""
+    from daskauc.solvers.spdam import _spdam_step, spdam
+
+    X, y, Xn, yn = _small()
+    blocks = _blocks(X, Xn, yn)
+    with dask.config.set(scheduler="threads"):
+        state = spdam(X, y, lam=1e-2, batch_size=4, n_epochs=1, random_state=0,
+                      n_chains=3).state
+        finals, visits = _chains_by_hand(_spdam_step, blocks, state, 3, {},
+                                         per_chunk=list(range(len(blocks))))
+        merged = spdam(X, y, lam=1e-2, batch_size=4, n_epochs=1, state=state,
+                       n_chains=3).state
+    for f, v in zip(finals, visits, strict=True):
+        for _, c in v:
+            np.testing.assert_array_equal(merged.duals[c], f.duals[c])
+    m = merged.means
+    beta = np.concatenate(merged.duals)
+    xbar = np.where((yn > 0)[:, None], (Xn - m.mean_pos) / np.sqrt(m.p),
+                    (Xn - m.mean_neg) / np.sqrt(1 - m.p))
+    _close(merged.u, beta @ xbar / len(yn), 1e-10)
+    steps = [f.iters - state.iters for f in finals]
+    _close(merged.w, _mixed(state.w, [f.w for f in finals], steps))
+    _close(merged.wbar, _mixed(state.wbar, [f.wbar for f in finals], steps))
+    assert merged.iters == state.iters + sum(steps) and merged.params == state.params
+    _same_means(merged.means, state.means)
+
+
+def test_opauc_chains_add_their_statistics_exactly_over_rounds():
+    """K = 2 chains with sync_every = 2 (two merges in the epoch). Oracle: the class sums,
+    lower-triangle scatters and counts recomputed from the rows with numpy, and those of one
+    chain over the same rows (float64 sums in another order: rtol 1e-12); ``w`` the steps-
+    weighted np.average of the hand-run chains, round after round."""
+    from dataclasses import replace
+
+    from daskauc.solvers.opauc import _opauc_step, opauc
+
+    X, y, Xn, yn = _small()
+    blocks = _blocks(X, Xn, yn)
+    params = {"eta": 2.0**-6, "lam": 1e-3}
+    state = opauc(X, y, n_epochs=0, random_state=0).state
+    for r0 in (0, 4):  # rounds of K * sync_every = 4 visits
+        finals, _ = _chains_by_hand(_opauc_step, blocks, state, 2, params,
+                                    positions=range(r0, r0 + 4))
+        steps = [f.steps - state.steps for f in finals]
+        state = replace(finals[0], w=_mixed(state.w, [f.w for f in finals], steps),
+                        **{k: getattr(finals[0], k) + getattr(finals[1], k) - getattr(state, k)
+                           for k in ("sum_pos", "sum_neg", "G_pos", "G_neg", "counts")},
+                        steps=state.steps + sum(steps))
+    with dask.config.set(scheduler="threads"):
+        merged = opauc(X, y, n_epochs=1, random_state=0, n_chains=2, sync_every=2).state
+        one = opauc(X, y, n_epochs=1, random_state=0).state
+    _close(merged.w, state.w)
+    assert merged.steps == state.steps
+    P, N = Xn[yn > 0], Xn[yn < 0]
+    for got in (merged, one):
+        _close(got.sum_pos, P.sum(axis=0))
+        _close(got.sum_neg, N.sum(axis=0))
+        _close(got.G_pos, np.tril(P.T @ P))
+        _close(got.G_neg, np.tril(N.T @ N))
+        np.testing.assert_array_equal(got.counts, [len(N), len(P)])
+
+
+def test_twopass_chains_mix_by_steps_and_keep_the_means():
+    """K = 3 chains (3, 3, 2 chunks: unequal weights), one epoch from a 3-chain epoch's state.
+    Oracle: np.average of the hand-run chains' iterates by steps; t the rows of two epochs."""
+    from daskauc.solvers.twopass import _twopass_step, twopass_auc
+
+    X, y, Xn, yn = _small()
+    blocks = _blocks(X, Xn, yn)
+    kw = {"lam": 1e-3, "eta": 0.05, "schedule": "invsqrt"}
+    with dask.config.set(scheduler="threads"):
+        state = twopass_auc(X, y, n_epochs=1, random_state=0, n_chains=3, **kw).state
+        finals, _ = _chains_by_hand(_twopass_step, blocks, state, 3, kw)
+        merged = twopass_auc(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
+    steps = [f.t - state.t for f in finals]
+    assert sorted(steps) == [500, 750, 750] and merged.t == 2 * len(yn)
+    _close(merged.w, _mixed(state.w, [f.w for f in finals], steps))
+    _same_means(merged.means, state.means)
+
+
+@pytest.mark.parametrize("loss", ["exp", "square"])
+def test_univariate_chains_mix_w_and_b_and_merge_the_averages_exactly(loss):
+    """K = 3 chains, two epochs. Oracle: every iterate ``(w, b)`` after each step, recorded
+    row by row; the merged ``wbar``, ``bbar`` must be their plain mean over both epochs and
+    all chains, ``(w, b)`` the steps-weighted np.average of the chains'."""
+    from daskauc.solvers.univariate import _univariate_step, univariate_draws, univariate_sgd
+
+    X, y, Xn, yn = _small()
+    blocks = _blocks(X, Xn, yn)
+    kw = {"loss": loss, "lam": 1e-3, "eta0": 0.05}
+    params = {"loss": 0 if loss == "exp" else 1, "eta0": 0.05, "constant": False, "lam": 1e-3,
+              "average": True, "shuffle": True}
+    state = univariate_sgd(X, y, n_epochs=0, random_state=0, **kw).state
+    iterates = []
+
+    def record(before, after):
+        iterates.append(np.append(after.w, after.offset[0]))
+
+    with dask.config.set(scheduler="threads"):
+        for _ in range(2):
+            finals, visits = _chains_by_hand(_univariate_step, blocks, state, 3, params)
+            for f, v in zip(finals, visits, strict=True):
+                again = _each_row(_univariate_step, blocks, v, state, params,
+                                  lambda s, m: univariate_draws(s, m, True), record)
+                _close(again.w, f.w, 1e-13)
+            merged = univariate_sgd(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
+            steps = [int(f.counts[0] - state.counts[0]) for f in finals]
+            _close(merged.w, _mixed(state.w, [f.w for f in finals], steps))
+            _close(merged.offset[0], _mixed(state.offset[0], [f.offset[0] for f in finals],
+                                            steps))
+            avg = np.mean(iterates, axis=0)
+            _close(merged.wbar, avg[:-1])
+            _close(merged.offset[1], avg[-1])
+            state = merged
+    np.testing.assert_array_equal(merged.counts, [2 * len(yn), 2 * np.count_nonzero(yn > 0)])
+
+
+def _hinge_chain(blocks, state, visits, steps, lam, t0):
+    """NSVMSGD2 (rskip = 1, no averaging) in plain Python over a chain's visits, with the
+    draws of ``_nsauc_step``; returns the final ``w`` and every step's ``x_i - x_j`` (None
+    where the margin held, no subgradient)."""
+    w, t, met = state.w.copy(), state.t, []
+    for seed, c in visits:
+        Xb, yb = blocks[c]
+        pos, neg = np.flatnonzero(yb > 0), np.flatnonzero(yb < 0)
+        rng = np.random.default_rng(seed)
+        ri, rj = rng.integers(0, pos.size, steps[c]), rng.integers(0, neg.size, steps[c])
+        for i, j in zip(pos[ri], neg[rj], strict=True):
+            d = Xb[i] - Xb[j]
+            t += 1
+            met.append(d if w @ d < 1 else None)
+            if met[-1] is not None:
+                w = w + d / (lam * (t + t0))
+            w = w * (1 - 1 / (t + t0))
+    return w, met
+
+
+def test_nsvmsgd2_chains_add_subgradients_as_one_sequence_would():
+    """NSVMSGD2's last iterate with K = 2 chains, two epochs: the merged ``w`` against a
+    replay of both chains' subgradients in one sequence (chain 0's steps, then chain 1's) with
+    the sequential step positions. With ``rskip = 1`` each step gives
+    ``(t + t0) w_t = (t - 1 + t0) w_{t-1} + (1 - 1/(t + t0)) g_t / lam``, so the merge and the
+    replay differ only by the factors of chain 1's subgradients, taken at its own positions
+    ``t_loc`` instead of ``t_glob``: ``|(t + t0)(w - w_replay)| <= sum ||g|| |1/(t_loc + t0) -
+    1/(t_glob + t0)| / lam`` (stated bound, computed below). Mixing the iterates instead (the
+    rule of the other solvers) misses the replay by far more than that bound."""
+    from daskauc.solvers.nsauc import pairwise_hinge_sgd, steps_per_chunk
+    from daskauc.solvers.stream import block_class_counts
+
+    X, y, Xn, yn = _small()
+    blocks = _blocks(X, Xn, yn)
+    lam, t0 = 1e-4, 1e6
+    steps = steps_per_chunk(block_class_counts(y), len(yn))
+    kw = {"lam": lam, "t0": t0, "rskip": 1, "average": False}
+    with dask.config.set(scheduler="threads"):
+        state = pairwise_hinge_sgd(X, y, n_epochs=0, random_state=0, **kw).state
+        for _ in range(2):
+            order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, 8)
+            w_chains, met = [], []
+            for k in range(2):
+                w, m = _hinge_chain(blocks, state, [(seeds[v], int(order[v]))
+                                                    for v in range(k, 8, 2)], steps, lam, t0)
+                w_chains.append(w)
+                met.append(m)
+            res = pairwise_hinge_sgd(X, y, n_epochs=1, state=state, n_chains=2, **kw)
+            merged = res.state
+            np.testing.assert_array_equal(res.coef, merged.w)  # the last iterate
+            S0 = state.t + t0
+            w_rep, t, bound = S0 * state.w, state.t, 0.0
+            for m in met:
+                for i, d in enumerate(m):
+                    t += 1
+                    if d is not None:
+                        w_rep = w_rep + (1 - 1 / (t + t0)) * d / lam
+                        t_loc = state.t + i + 1
+                        bound += np.linalg.norm(d) * abs(1 / (t_loc + t0) - 1 / (t + t0)) / lam
+            assert merged.t == t == state.t + len(met[0]) + len(met[1])
+            assert merged.q == state.q and np.array_equal(merged.wbar, state.wbar)
+            S = t + t0
+            miss = np.linalg.norm(S * merged.w - w_rep)
+            # float64 rounding of ~4,000 steps: far below 1e-11 of |(t + t0) w|
+            assert miss <= bound + 1e-11 * np.linalg.norm(w_rep), (miss, bound)
+            mixed = np.average(w_chains, axis=0, weights=[len(m) for m in met])
+            assert np.linalg.norm(S * mixed - w_rep) > 100 * bound
+            state = merged
+
+
+def _sequential_cases():
+    """name -> (solver, its keyword arguments, its step, the step's parameters, per_chunk)."""
+    from daskauc.solvers import nsauc, opauc, solam, spdam, twopass, univariate
+
+    uni = {"eta0": 0.01, "constant": False, "lam": 0.0, "average": True, "shuffle": True}
+    return {
+        "solam": (solam.solam, {"zeta": 0.5}, solam._solam_step,
+                  {"zeta": 0.5, "R": 10.0, "kappa": None, "mode": 0, "lam": 0.0}, None),
+        "spdam": (spdam.spdam, {"lam": 1e-2}, spdam._spdam_step, {}, list(range(8))),
+        "opauc": (opauc.opauc, {}, opauc._opauc_step, {"eta": 2.0**-6, "lam": 1e-3}, None),
+        "twopass": (twopass.twopass_auc, {}, twopass._twopass_step,
+                    {"lam": 1e-3, "eta": 2.0**-6, "schedule": "constant"}, None),
+        "uni-exp": (univariate.univariate_sgd, {"loss": "exp"}, univariate._univariate_step,
+                    {"loss": 0, **uni}, None),
+        "uni-squ": (univariate.univariate_sgd, {"loss": "square"},
+                    univariate._univariate_step, {"loss": 1, **uni}, None),
+        "nsvmsgd2": (nsauc.pairwise_hinge_sgd, {"lam": 1e-4, "t0": 1e6, "average": False},
+                     nsauc._nsauc_step, {"lam": 1e-4, "rskip": 16, "askip": 0,
+                                         "average_start": 0}, "steps"),
+    }
+
+
+@pytest.mark.parametrize("name", ["solam", "spdam", "opauc", "twopass", "uni-exp", "uni-squ",
+                                  "nsvmsgd2"])
+def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
+    """n_chains=1, given or omitted, is the step applied over the epoch's order by hand (the
+    sequential solver, without the chain machinery), bit for bit, from a state after one
+    epoch."""
+    from daskauc.solvers.nsauc import steps_per_chunk
+    from daskauc.solvers.stream import block_class_counts
+
+    solver, kw, step, params, per_chunk = _sequential_cases()[name]
+    X, y, Xn, yn = _small()
+    if per_chunk == "steps":
+        per_chunk = steps_per_chunk(block_class_counts(y), len(yn))
+    with dask.config.set(scheduler="threads"):
+        first = solver(X, y, n_epochs=1, random_state=0, **kw)
+        given = solver(X, y, n_epochs=1, state=first.state, n_chains=1, **kw)
+        omitted = solver(X, y, n_epochs=1, state=first.state, **kw)
+    np.testing.assert_array_equal(given.coef, omitted.coef)
+    (hand,), _ = _chains_by_hand(step, _blocks(X, Xn, yn), first.state, 1, params,
+                                 per_chunk=per_chunk)
+    np.testing.assert_array_equal(hand.w, given.state.w)
+
+
+
+CLUSTER_CASES = {"solam": (SOLAM, {"zeta": 0.1}), "spdam": (SPDAM, {}),
+                 "opauc": (OPAUC, {"eta": 2.0**-9}),
+                 "twopass": (TwoPassAUC, {"eta": 2.0**-4, "schedule": "invsqrt"}),
+                 "uni-exp": (UnivariateAUC, {"loss": "exp"}),
+                 "uni-squ": (UnivariateAUC, {"loss": "square"})}
+
+
+@pytest.mark.parametrize("solver", list(CLUSTER_CASES))
+def test_chains_of_every_solver_run_on_both_workers_of_a_process_cluster(dask_cluster_client,
+                                                                          solver):
+    """Two chains over persisted rows on the 2-process cluster: the epoch's tasks ran on both
+    workers and were merged, and the merged state (pickled between processes) keeps what the
+    merge must keep exactly, however the chunks were split between the chains (on a cluster
+    their placement decides it): the counters total every row, OPAUC's statistics are the
+    rows', SPDAM's ``u`` is that of its duals, SOLAM's gamma sum is the two chains' (6,000 rows
+    each, 12 chunks in equal shares), and kappa the largest row norm."""
+    from distributed import get_task_stream
+
+    cls, kw = CLUSTER_CASES[solver]
+    X0, y0, _, _ = _problem()
+    X, y = X0.persist(), y0.persist()
+    with get_task_stream(dask_cluster_client) as ts:
+        state = cls(n_epochs=1, random_state=0, n_chains=2, **kw).fit(X, y)._solver_state
+    epoch = [t for t in ts.data if f"daskauc-{solver}-epoch" in str(t["key"])]
+    assert len({t["worker"] for t in epoch}) == 2
+    assert any("merge" in str(t["key"]) for t in epoch)
+    Xn, yn = X0.compute(), y0.compute()
+    n, n_pos = len(yn), int(np.count_nonzero(yn > 0))
+    if solver == "solam":
+        assert (state.t, state.scal[7]) == (n, n_pos)
+        _close(state.scal[6], 2 * np.sum(0.1 / np.sqrt(np.arange(1, 6001))))
+        assert state.kappa == pytest.approx(np.sqrt((Xn ** 2).sum(axis=1).max()), rel=1e-14)
+    elif solver == "spdam":
+        m = state.means
+        xbar = np.where((yn > 0)[:, None], (Xn - m.mean_pos) / np.sqrt(m.p),
+                        (Xn - m.mean_neg) / np.sqrt(1 - m.p))
+        _close(state.u, np.concatenate(state.duals) @ xbar / n, 1e-10)
+        assert state.iters == n
+    elif solver == "opauc":
+        P = Xn[yn > 0]
+        _close(state.G_pos, np.tril(P.T @ P))
+        _close(state.sum_neg, Xn[yn < 0].sum(axis=0))
+        np.testing.assert_array_equal(state.counts, [n - n_pos, n_pos])
+    elif solver == "twopass":
+        assert state.t == n and state.means.n_pos == n_pos
+    else:
+        np.testing.assert_array_equal(state.counts, [n, n_pos])
+
+
 def _problem(n=12000, d=10, seed=0):
     rng = np.random.default_rng(seed)
     beta = rng.normal(size=d)
@@ -128,8 +552,26 @@ def _problem(n=12000, d=10, seed=0):
             X[n:], y[n:])
 
 
+# Step sizes at which each solver converges on _problem (its test AUC with one chain is
+# 0.865-0.868 for random_state 0-3; the defaults of TwoPassAUC, OPAUC and SOLAM are too large
+# for these unscaled rows and leave a last iterate that moves by 0.01-0.05 between seeds). With
+# 2 and 4 chains the test AUC stayed within 0.0014 of one chain's for every solver below over
+# random_state 0-3 (OPAUC 0.0014, SPDAM 0.0011, the others <= 0.0005), hence the bound 0.002.
 ESTIMATORS = [(PairwiseHingeSGD, {"lam": 1e-4}), (SPAM, {"eta": 0.1}),
-              (OAM, {"C": 0.01, "average": True})]
+              (OAM, {"C": 0.01, "average": True}),
+              (TwoPassAUC, {"eta": 2.0**-4, "schedule": "invsqrt"}), (OPAUC, {"eta": 2.0**-9}),
+              (SOLAM, {"zeta": 0.1}), (SPDAM, {}), (UnivariateAUC, {"loss": "exp"}),
+              (UnivariateAUC, {"loss": "square"}),
+              # NSVMSGD2's last iterate under the added subgradient sums: the eta0 search sets
+              # t0 ~ 1e6 >> the 12,000 steps of an epoch, so the step is nearly constant and
+              # adding K chains' displacements from one start extrapolates K-fold past their
+              # mean (random_state 0-3: -0.003 to -0.014 with 2 chains, -0.06 to -0.25 with 4,
+              # where mixing the iterates gives -0.001 to +0.003). Known defect, reported.
+              pytest.param(PairwiseHingeSGD, {"lam": 1e-4, "average": False},
+                           marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+                               "nsauc.merge_chains adds the chains' subgradient sums, which "
+                               "overshoots NSVMSGD2's last iterate when t0 >> the epoch")),
+                           id="NSVMSGD2")]
 
 
 @pytest.mark.parametrize("cls, kw", ESTIMATORS)
@@ -139,6 +581,8 @@ def test_chains_reach_the_one_chain_auc_deterministically(cls, kw):
     X, y, Xt, yt = _problem()
     with dask.config.set(scheduler="threads"):
         one = cls(n_epochs=3, random_state=0, **kw).fit(X, y)
+        np.testing.assert_array_equal(cls(n_epochs=3, random_state=0, n_chains=1, **kw)
+                                      .fit(X, y).coef_, one.coef_)
         auc1 = roc_auc_score(yt, Xt @ one.coef_)
         for k in (2, 4):
             many = cls(n_epochs=3, random_state=0, n_chains=k, **kw).fit(X, y)
