@@ -438,7 +438,10 @@ class _Graphs(Callback):
     (SPDAM, "daskauc-spdam-epoch-", True), (OPAUC, "daskauc-opauc-epoch-", False),
     (SOLAM, "daskauc-solam-epoch-", False),
 ])
-def test_one_named_graph_per_pass(cls, name, first_pass):
+def test_one_named_graph_per_pass(cls, name, first_pass, monkeypatch):
+    from daskauc import _config
+
+    monkeypatch.setattr(_config, "CHAIN_TASK_BYTES", 1)  # one chunk per chain task
     X, y = _synthetic(n=80, r=3, seed=17)
     Xd = da.from_array(X, chunks=(20, 3))
     yd = da.from_array(y, chunks=(20,))

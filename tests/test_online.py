@@ -247,7 +247,10 @@ class _Graphs(Callback):
         self.keys.append([str(k) for k in dsk])
 
 
-def test_one_named_graph_per_epoch():
+def test_one_named_graph_per_epoch(monkeypatch):
+    from daskauc import _config
+
+    monkeypatch.setattr(_config, "CHAIN_TASK_BYTES", 1)  # one chunk per chain task
     X, y = _data(n=200, seed=9)
     Xd = da.from_array(X, chunks=(50, X.shape[1]))
     yd = da.from_array(y, chunks=50)

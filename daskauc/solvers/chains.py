@@ -7,32 +7,35 @@ chain), so K workers work at once. At the end of the epoch (or of every round of
 ``sync_every`` chunks per chain) one task combines the K final states, by the solver's
 ``merge_chains(start, finals, seed)``. The rules, by kind of state:
 
-* **scaled subgradient sums** (NSAUC and NSVMSGD2, :func:`daskauc.solvers.nsauc.merge_chains`):
+* **scaled subgradient sums** (NSAUC, :func:`daskauc.solvers.nsauc.merge_chains`):
   with ``eta_t = 1 / (lam (t + t0))`` the iterate is a scaled sum of the subgradients met,
   ``(t + t0) w_t = (t_s + t0) w_s + sum_i g_i / lam`` up to factors within
   ``rskip / (t_s + t0)`` of 1 on each term (with ``rskip = 1`` exactly: 1 on the start's
   term, ``1 - 1 / (t_i + t0)`` on ``g_i``), so the chains' sums are added. The merged ``w`` is
   then the sequential iterate of the same subgradients up to those factors (tested against a
   replay of every chain's subgradients in one sequence), whereas parameter mixing would count
-  each chain's new subgradients once over K. The rule is about ``w`` itself: it serves
-  NSVMSGD2's last iterate as it serves the iterates NSAUC averages;
+  each chain's new subgradients once over K. NSAUC's output is the average, merged exactly;
+  NSVMSGD2's output is the last iterate itself, and there adding the sums extrapolates when
+  the step is nearly constant (``t0`` far above an epoch's steps, as the eta0 search gives):
+  K displacements from one start overshoot K-fold, so NSVMSGD2 mixes its iterates
+  (:func:`daskauc.solvers.nsauc.merge_last_iterates`, below);
 * **other iterates**: parameter mixing, the average of the chains' iterates weighted by the
-  steps each took (Mann et al. 2009; McDonald, Hall & Mann, "Distributed training strategies
-  for the structured perceptron", NAACL 2010 (iterative parameter mixing); Zinkevich, Weimer,
-  Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010). That is ``w`` of SPAM,
-  TwoPassAUC (pass 2), OPAUC and OAM; ``w`` and the offset ``b`` of Uni-Exp / Uni-Squ; SPDAM's
-  primal ``w`` and its extrapolated point ``wbar`` (with the same weights, so that
+  steps each took (Mann et al. 2009; McDonald, Hall & Mann, "Distributed training strategies for
+  the structured perceptron", NAACL 2010 (iterative parameter mixing); Zinkevich, Weimer, Smola
+  & Li, "Parallelized stochastic gradient descent", NIPS 2010). That is ``w`` of SPAM,
+  TwoPassAUC (pass 2), OPAUC, OAM and NSVMSGD2; ``w`` and the offset ``b`` of Uni-Exp / Uni-Squ;
+  SPDAM's primal ``w`` and its extrapolated point ``wbar`` (with the same weights, so that
   ``wbar = w + theta (w - w_prev)`` still holds for the mixed previous iterates); and SOLAM's
-  whole saddle-point iterate ``(w, a, b, alpha)``. SOLAM's primal ``w, a, b`` and dual
-  ``alpha`` are mixed alike, as CoDA averages the primal and the dual variables of local
-  primal-dual SGD chains on this min-max form of AUC (Guo, Liu, Yuan, Shen, Liu & Yang,
-  "Communication-efficient distributed stochastic AUC maximization with deep neural
-  networks", ICML 2020): a convex combination stays inside SOLAM's projection sets (the ball
-  of ``w``, the boxes of ``a, b, alpha``) and keeps ``a, b, alpha`` next to the ``w`` they
-  track (at the saddle point they are linear in ``w``: ``w.c+``, ``w.c-``, ``w.(c- - c+)``);
-  keeping the start's would throw away the epoch's progress in them. Mixed once per epoch
-  this is iterative parameter mixing; it is not the sequential iterate, so results with K
-  chains differ from one chain's (measured: docs/benchmarks/chains.md);
+  whole saddle-point iterate ``(w, a, b, alpha)``. SOLAM's primal ``w, a, b`` and dual ``alpha``
+  are mixed alike, as CoDA averages the primal and the dual variables of local primal-dual SGD
+  chains on this min-max form of AUC (Guo, Liu, Yuan, Shen, Liu & Yang, "Communication-efficient
+  distributed stochastic AUC maximization with deep neural networks", ICML 2020): a convex
+  combination stays inside SOLAM's projection sets (the ball of ``w``, the boxes of ``a, b,
+  alpha``) and keeps ``a, b, alpha`` next to the ``w`` they track (at the saddle point they are
+  linear in ``w``: ``w.c+``, ``w.c-``, ``w.(c- - c+)``); keeping the start's would throw away
+  the epoch's progress in them. Mixed once per epoch this is iterative parameter mixing; it is
+  not the sequential iterate, so results with K chains differ from one chain's (measured:
+  docs/benchmarks/chains.md);
 * **running averages of the iterates**: exact (:func:`merge_running_average`). Chain k's
   average covers the start's iterates and its own; the combination is the average of the
   start's and of every chain's own iterates, as if one chain had produced them all. Uniform
