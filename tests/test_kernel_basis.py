@@ -370,7 +370,9 @@ def test_same_model_on_a_distributed_cluster(dask_cluster_client):
     # scheduler, 2 beside a cluster) changes its rounding
     K = ref.gaussian(X, C, gamma)
     for a, b in ((dist, local), (dist_ls, local_ls)):
-        assert a.n_iter == b.n_iter
+        # that rounding can also move the last CG residual across tol (40 vs 39 CG steps
+        # for the least-squares solve, run alone, at tol 1e-10)
+        assert abs(a.n_iter - b.n_iter) <= 1
         np.testing.assert_allclose(K @ a.coef, K @ b.coef, rtol=0,
                                    atol=1e-8 * np.abs(K @ b.coef).max())
 

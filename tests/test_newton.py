@@ -308,8 +308,11 @@ def medium():
 
 
 @pytest.mark.parametrize("kind", ["dask-1-chunk", "dask-uneven-chunks", "persisted",
-                                  "zarr-streamed", "zarr-persisted", "float32"])
-def test_same_model_from_every_input_kind(medium, kind, tmp_path):
+                                  "zarr-streamed", "zarr-persisted", "zarr-half-cached",
+                                  "float32"])
+def test_same_model_from_every_input_kind(medium, kind, tmp_path, monkeypatch):
+    import daskauc.solvers.newton as newton
+
     X, y, w_np = medium
     persist = "auto"
     rtol = 1e-8
@@ -323,7 +326,9 @@ def test_same_model_from_every_input_kind(medium, kind, tmp_path):
         path = str(tmp_path / "X.zarr")
         da.to_zarr(da.from_array(X, chunks=(600, X.shape[1])), path)
         Xin = da.from_zarr(path)
-        persist = kind == "zarr-persisted"
+        persist = "auto" if kind == "zarr-half-cached" else kind == "zarr-persisted"
+        if kind == "zarr-half-cached":  # room for half of X: 2 of its 4 chunks stay in memory
+            monkeypatch.setattr(newton, "memory_budget", lambda client=None: X.nbytes // 2)
     else:  # float32 data: the solution moves by the rounding of X, not by the solver
         X32 = X.astype(np.float32)
         w_np = prsvm_newton(X32.astype(np.float64), y, C=0.02, tol=1e-10).coef
@@ -333,17 +338,57 @@ def test_same_model_from_every_input_kind(medium, kind, tmp_path):
     assert res.converged
     if kind.startswith("zarr"):
         assert res.state["persisted"] is (kind == "zarr-persisted")
+        assert res.state["cached_fraction"] == {"zarr-persisted": 1.0, "zarr-streamed": 0.0,
+                                                "zarr-half-cached": 0.5}[kind]
     np.testing.assert_allclose(res.coef, w_np, rtol=rtol, atol=rtol * np.abs(w_np).max())
 
 
-def test_same_model_on_a_distributed_cluster(medium, dask_cluster_client, tmp_path):
+def test_streamed_chunks_are_read_inside_each_pass_not_held(tmp_path, monkeypatch):
+    """With half of X cached, a Hessian product's graph depends on the cached chunks only:
+    each streamed chunk is read inside the task that uses it (twice per product), so no
+    read task holds it from the first pass to the second."""
+    import daskauc.solvers.newton as newton
+
+    X, y = _float_problem(4, n=800)
+    path = str(tmp_path / "X.zarr")
+    da.to_zarr(da.from_array(X, chunks=(200, X.shape[1])), path)
+    Xz = da.from_zarr(path)
+    monkeypatch.setattr(newton, "memory_budget", lambda client=None: X.nbytes // 2)
+    Xs, cached = newton.place_rows(Xz, "auto")
+    assert cached.shape[0] == 400 and newton.is_materialized(cached)
+    op = newton._PairwiseOperator(Xs, y, 0.1, cached=cached)
+    assert op.nchunks == cached.numblocks[0] + 2
+    w = 0.1 * np.random.default_rng(1).standard_normal(X.shape[1])
+    _, handle, _ = op.scores_and_gradient(w, (op.pos, op.neg), False)
+    seen = []
+
+    class Keys(Callback):
+        def _start(self, dsk):
+            seen.extend(k[0] if isinstance(k, tuple) else k for k in dsk)
+
+    p = np.random.default_rng(0).standard_normal(X.shape[1])
+    with Keys():
+        hp, q = op.hessian_product(handle, p)
+    assert not any(str(k).startswith(Xz.name) for k in seen)  # no Zarr read task
+    np.testing.assert_allclose(q, X @ p, rtol=1e-12)
+    ref = newton._PairwiseOperator(da.from_array(X, chunks=(200, X.shape[1])), y, 0.1)
+    _, handle_r, _ = ref.scores_and_gradient(w, (ref.pos, ref.neg), False)
+    np.testing.assert_allclose(hp, ref.hessian_product(handle_r, p)[0], rtol=1e-12)
+
+
+def test_same_model_on_a_distributed_cluster(medium, dask_cluster_client, tmp_path,
+                                             monkeypatch):
+    import daskauc.solvers.newton as newton
+
     X, y, w_np = medium
     path = str(tmp_path / "X.zarr")
     da.to_zarr(da.from_array(X, chunks=(600, X.shape[1])), path)
-    for persist in (True, False):
+    monkeypatch.setattr(newton, "memory_budget", lambda client=None: X.nbytes // 2)
+    for persist, cached in ((True, 1.0), (False, 0.0), ("auto", 0.5)):
         res = prsvm_newton(da.from_zarr(path), da.from_array(y, chunks=600), C=0.02,
                            tol=1e-10, persist=persist)
-        assert res.converged and res.state["persisted"] is persist
+        assert res.converged and res.state["persisted"] is (persist is True)
+        assert res.state["cached_fraction"] == cached
         np.testing.assert_allclose(res.coef, w_np, rtol=1e-8, atol=1e-8 * np.abs(w_np).max())
 
 

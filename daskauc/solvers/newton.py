@@ -210,6 +210,35 @@ def persist_chunks(X: da.Array, client=None) -> tuple:
     return ((rows,) * (n // rows) + ((n % rows,) if n % rows else ()), X.chunks[1])
 
 
+def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.Array | None]:
+    """``(X, cached)`` for the passes of a solver: ``X`` persisted whole when it fits in
+    :func:`memory_budget` (or ``persist=True``); else, for ``persist="auto"``, its leading
+    chunks that fit persisted as ``cached`` and the rest streamed at every pass; ``persist=False``
+    streams everything."""
+    if is_materialized(X):
+        return X, None
+    if should_persist(X, persist, client):
+        chunks = persist_chunks(X, client)
+        logger.info("persisting X (%.1f MB, %d row chunks) for the Newton iterations",
+                    X.nbytes / 1e6, len(chunks[0]))
+        if chunks != X.chunks:
+            X = X.rechunk(chunks)
+        (X,) = dask.persist(X)
+        return X, None
+    rows = cache_rows(X, memory_budget(client)) if persist == "auto" else 0
+    if rows == 0:
+        logger.info("streaming X (%.1f MB) at every pass", X.nbytes / 1e6)
+        return X, None
+    head = X[:rows]
+    chunks = persist_chunks(head, client)
+    if chunks != head.chunks:
+        head = head.rechunk(chunks)
+    (head,) = dask.persist(head)
+    logger.info("keeping %d of %d rows of X (%.1f of %.1f MB) in memory, streaming the rest at "
+                "every pass", rows, X.shape[0], head.nbytes / 1e6, X.nbytes / 1e6)
+    return X, head
+
+
 def should_persist(X: da.Array, persist="auto", client=None) -> bool:
     """Decide whether to persist ``X``: always (True), never (False), or when it fits ("auto")."""
     if persist is True or persist is False:
@@ -217,6 +246,61 @@ def should_persist(X: da.Array, persist="auto", client=None) -> bool:
     if client is None:
         client = _distributed_client()
     return X.nbytes <= memory_budget(client)
+
+
+class RowChunks:
+    """Where each row chunk of ``X`` comes from in a pass of the Newton graphs.
+
+    The first chunks may be ``cached`` (the leading rows of ``X``, persisted in the workers'
+    memory, in chunks of their own); the others are read inside each task that uses them, so
+    no worker holds a streamed chunk between the two passes of a Hessian product (a shared
+    read task would keep every chunk in memory from the first pass to the second, or spill
+    it). Streamed chunks are therefore read twice per product: the algebra needs ``L X p``
+    over all rows before ``X^T`` can start.
+    """
+
+    def __init__(self, X: da.Array, cached: da.Array | None = None):
+        from .stream import BlockReader, is_materialized
+
+        self.deps: list = []
+        self.args: list = []
+        n_cached = 0
+        if cached is not None:
+            n_cached = int(cached.shape[0])
+            self.deps.append(cached)
+            self.args += [(cached.name, c, 0) for c in range(cached.numblocks[0])]
+        sizes = list(cached.chunks[0]) if cached is not None else []
+        if n_cached < X.shape[0]:
+            rest = X[n_cached:] if n_cached else X
+            if is_materialized(rest):
+                self.deps.append(rest)
+                self.args += [(rest.name, c, 0) for c in range(rest.numblocks[0])]
+            else:
+                self.args += [(_read_block, BlockReader(rest, c))
+                              for c in range(rest.numblocks[0])]
+            sizes += list(rest.chunks[0])
+        self.bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        self.nchunks = len(sizes)
+        self.cached_rows = n_cached
+
+    def arg(self, c: int):
+        """The task argument that is chunk ``c``: a key, or a read run inside the task."""
+        return self.args[c]
+
+
+def _read_block(reader) -> np.ndarray:
+    return reader()
+
+
+def cache_rows(X: da.Array, budget: int) -> int:
+    """Leading rows of ``X`` to keep in memory under ``budget`` bytes: whole chunks of ``X``."""
+    row_bytes = max(1, X.dtype.itemsize * int(X.shape[1]))
+    rows = 0
+    for size in X.chunks[0]:
+        if (rows + size) * row_bytes > budget:
+            break
+        rows += size
+    return rows
 
 
 # ------------------------------------------------------------------------------- the bases
@@ -272,13 +356,14 @@ class _PairwiseOperator:
     ``basis`` (:class:`LinearBasis` or a kernel basis) supplies the chunk products."""
 
     def __init__(self, X: da.Array, y: np.ndarray, C: float, precondition: bool = True,
-                 basis=None):
+                 basis=None, cached: da.Array | None = None):
         self.X = X
         self.C = C
         self.basis = basis if basis is not None else LinearBasis(precondition)
         self.y = y
-        self.bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(int)
-        self.nchunks = len(X.chunks[0])
+        self.rows = RowChunks(X, cached)
+        self.bounds = self.rows.bounds
+        self.nchunks = self.rows.nchunks
         self.pos, self.neg = class_indices(y)
         npos, nneg = self.pos.size, self.neg.size
         # gradient coefficients at w = 0 (every pair active with margin 1): the reference
@@ -286,14 +371,13 @@ class _PairwiseOperator:
         self.g0 = np.where(y > 0, -float(nneg), float(npos))
 
     def _chunk(self, c: int):
-        return (self.X.name, c, 0)
+        return self.rows.arg(c)
 
     def scores_and_gradient(self, w: np.ndarray, hint, with_g0: bool):
         """One compute: o = X w, the sort, X^T g, the basis' extra rows (the Jacobi diagonal
         ``(X*X)^T degree`` for the linear basis) and ``X^T g0`` (if ``with_g0``, last row).
 
         Returns (coef, coef_handle, sums)."""
-        X = self.X
         basis = self.basis
         tok = _fresh_token()
         name_s = f"daskauc-newton-scores-{tok}"
@@ -318,7 +402,7 @@ class _PairwiseOperator:
                                   g0)
             keys.append((name_g, c))
         root = _tree_sum(layer, f"{name_g}-sum", keys)
-        graph = HighLevelGraph.from_collections(name_g, layer, dependencies=[X])
+        graph = HighLevelGraph.from_collections(name_g, layer, dependencies=self.rows.deps)
         coef_d = Delayed(coef_key, graph, layer=name_g)
         sum_d = Delayed(root, graph, layer=name_g)
         coef_p, sum_p = dask.persist(coef_d, sum_d)
@@ -327,7 +411,6 @@ class _PairwiseOperator:
 
     def hessian_product(self, coef_handle: Delayed, p: np.ndarray):
         """One compute: q = X p, L q, X^T L q. Returns (X^T L q, q)."""
-        X = self.X
         basis = self.basis
         tok = _fresh_token()
         name_q = f"daskauc-newton-hvp-xs-{tok}"
@@ -350,7 +433,8 @@ class _PairwiseOperator:
         root = _tree_sum(layer, f"{name_h}-sum", keys)
         out_key = (f"{name_h}-out", 0)
         layer[out_key] = (_hvp_result, lq_key, root)
-        graph = HighLevelGraph.from_collections(name_h, layer, dependencies=[X, coef_handle])
+        graph = HighLevelGraph.from_collections(name_h, layer,
+                                                dependencies=[*self.rows.deps, coef_handle])
         (xtlq, q) = dask.compute(Delayed(out_key, graph, layer=name_h))[0]
         return xtlq, q
 
@@ -583,7 +667,9 @@ def prsvm_newton(
         Persist ``X`` in (cluster) memory once and reuse it, or stream it from its source
         (Zarr) at every pass; "auto" persists when ``X.nbytes`` is at most
         ``PERSIST_MEMORY_FRACTION`` of the workers' memory limits (or of available RAM without
-        a distributed client). The result is the same either way.
+        a distributed client), and otherwise keeps the leading chunks that fit in that budget
+        in memory and streams only the rest (:class:`RowChunks`). The result is the same
+        either way.
     callback : callable, optional
         ``callback(w, record)`` after each gradient evaluation; returning True stops.
     X_val, y_val : optional
@@ -606,7 +692,7 @@ def prsvm_newton(
         evaluation (``iter``, ``objective``, ``loss``, ``grad_norm``, ``rel_grad_norm``,
         ``n_active_pairs``, ``cg_iter``, ``cg_rel_residual``, ``step``, ``ls_steps``,
         ``decrement``, ``seconds`` since the start, ``val_auc``), and ``state`` with
-        ``grad_norm0`` and ``persisted``.
+        ``grad_norm0``, ``persisted`` and ``cached_fraction`` (the rows kept in memory).
 
     Notes
     -----
@@ -671,21 +757,13 @@ def prsvm_newton(
         yv = np.asarray(yv.compute() if isinstance(yv, da.Array) else yv)
 
     client = _distributed_client()
-    persisted = should_persist(X, persist, client)
-    if persisted:
-        # data already in memory keeps its chunks (a merged copy would double the memory)
-        chunks = X.chunks if is_materialized(X) else persist_chunks(X, client)
-        logger.info("persisting X (%.1f MB, %d row chunks) for the Newton iterations",
-                    X.nbytes / 1e6, len(chunks[0]))
-        if chunks != X.chunks:
-            X = X.rechunk(chunks)
-        (X,) = dask.persist(X)
-    else:
-        logger.info("streaming X (%.1f MB) at every pass", X.nbytes / 1e6)
+    X, cached = place_rows(X, persist, client)
+    persisted = cached is None and is_materialized(X)
 
     with _threads_limit(client):
         return _newton_loop(
-            _PairwiseOperator(X, y_np, C, precondition), w, tol=tol, max_iter=max_iter,
+            _PairwiseOperator(X, y_np, C, precondition, cached=cached), w, tol=tol,
+            max_iter=max_iter,
             cg_tol=cg_tol, max_cg=max_cg, line_search=line_search, decrement_tol=decrement_tol,
             callback=callback, Xv=Xv, yv=yv, persisted=persisted, resume=resume,
             on_step=on_step,
@@ -810,4 +888,6 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
                      "grad_ref": grad_ref, "history": [dict(h) for h in history],
                      "last": dict(last)})
     return SolverResult(coef=w, n_iter=n_iter, converged=converged, history=history,
-                        state={"grad_norm0": grad_norm0, "persisted": persisted})
+                        state={"grad_norm0": grad_norm0, "persisted": persisted,
+                               "cached_fraction": op.rows.cached_rows / max(1, op.y.shape[0])
+                               if not persisted else 1.0})
