@@ -136,7 +136,62 @@ def machine_info() -> dict:
         "blas": blas,
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "date": time.strftime("%Y-%m-%d %H:%M"),
+        "versions": versions(),
     }
+
+
+def versions() -> dict:
+    """Versions of the packages a benchmark's numbers depend on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("daskauc", "numpy", "scipy", "dask", "distributed", "zarr", "numba",
+                "scikit-learn", "xgboost"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def floors(repeat: int = 5, file_bytes: int = 2**30, directory: str | None = None) -> dict:
+    """The machine's rates measured now, each the best of ``repeat`` runs, with one and with
+    two threads: float32 GEMM (FLOP/s), memory read bandwidth (bytes/s), reading a cached file
+    into a preallocated array and writing a new file (bytes/s), and the load average around
+    them. Best-of-N, because a single run on a shared machine can come out slower than the
+    work it is meant to bound."""
+    from threadpoolctl import threadpool_limits
+
+    out = {"load_average_before": os.getloadavg()}
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            out[f"gemm_f32_flops_{threads}t"] = gemm_rate(np.float32, n=8000, repeat=repeat)
+            out[f"read_bandwidth_{threads}t"] = read_bandwidth(2**30, repeat=repeat)
+    directory = directory or CACHE_DIR
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f".floor-{os.getpid()}.bin")
+    data = np.ones(file_bytes // 4, np.float32)
+    best_w = best_r = np.inf
+    try:
+        for _ in range(repeat):
+            if os.path.exists(path):
+                os.remove(path)
+            t = time.perf_counter()
+            with open(path, "wb", buffering=0) as f:
+                f.write(memoryview(data).cast("B"))
+            best_w = min(best_w, time.perf_counter() - t)
+            buf = np.empty_like(data)
+            t = time.perf_counter()
+            with open(path, "rb", buffering=0) as f:
+                f.readinto(memoryview(buf).cast("B"))
+            best_r = min(best_r, time.perf_counter() - t)
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+    out["file_read_cached"] = file_bytes / best_r
+    out["file_write_new"] = file_bytes / best_w
+    out["load_average_after"] = os.getloadavg()
+    return out
 
 
 def gemm_rate(dtype=np.float32, n: int = 20000, k: int = 1600, m: int = 1600, repeat: int = 3):
@@ -203,6 +258,51 @@ def to_cluster(client, X: np.ndarray, rows: int):
     parts = [da.from_delayed(f, shape=b.shape, dtype=b.dtype)
              for f, b in zip(futures, blocks, strict=True)]
     return da.concatenate(parts, axis=0)
+
+
+class WorkerMemory:
+    """Peak resident memory of each Dask worker process of ``client`` (by pid, on this
+    machine), sampled every ``interval`` seconds while the block runs; also notes whether a
+    worker was restarted (its pid changed) during the block."""
+
+    def __init__(self, client, interval: float = 0.1):
+        self.client, self.interval = client, interval
+        self._stop = threading.Event()
+        self.peak: dict[str, int] = {}
+
+    def _pids(self) -> dict:
+        return self.client.run(os.getpid)
+
+    def _sample(self):
+        import psutil
+
+        procs = {w: psutil.Process(pid) for w, pid in self.pids.items()}
+        while not self._stop.is_set():
+            for w, p in procs.items():
+                try:
+                    self.peak[w] = max(self.peak.get(w, 0), p.memory_info().rss)
+                except psutil.Error:
+                    pass
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self.pids = self._pids()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        try:
+            after = self._pids()
+        except Exception:  # a lost worker
+            after = {}
+        self.restarted = sorted(w for w in self.pids if after.get(w) != self.pids[w])
+
+    @property
+    def peak_gib(self) -> float:
+        return max(self.peak.values(), default=0) / 2.0**30
 
 
 class MemorySampler:
