@@ -110,3 +110,37 @@ def test_rows_that_are_not_whole_chunks_are_left_to_zarr(tmp_path):
         write_rows(z, 10, np.ones((30, 2)))  # through Zarr
     got = zarr.open_group(tmp_path / "p.zarr", mode="r")["X"][...]
     np.testing.assert_array_equal(got[:, 0], np.r_[np.zeros(10), np.ones(30), np.zeros(60)])
+
+
+def test_a_pooled_buffer_is_reused_only_when_nothing_refers_to_it():
+    from daskauc.data.rawchunks import BufferPool
+
+    pool = BufferPool(max_buffers=2)
+    a = pool.take(64)
+    view = a[8:16].view(np.float64)  # a view keeps its buffer taken
+    del a
+    b = pool.take(64)
+    assert b.__array_interface__["data"][0] != view.__array_interface__["data"][0]
+    del view
+    c = pool.take(64)  # the first buffer is free again
+    assert c is not b and c.nbytes == 64
+    del b, c
+    assert pool.take(32).nbytes == 32 and len(pool._buffers) == 2  # the oldest forgotten
+
+
+def test_streamed_reads_into_reused_buffers_stay_correct(tmp_path):
+    """Blocks read by BlockReader (pooled) and kept alive are never overwritten by the next
+    reads; each equals Zarr's read."""
+    from daskauc.solvers.stream import BlockReader
+
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(300, 5)).astype(np.float32)
+    path = dataset_store(tmp_path / "p.zarr", X, np.ones(300, np.int8), rows=50,
+                         compressors=None)
+    Xd = open_dataset(path).X
+    kept = [BlockReader(Xd, c)() for c in range(6)] * 2  # all alive at once
+    for _ in range(3):
+        for c in range(6):
+            BlockReader(Xd, c)()  # read and dropped: its buffer is reused
+    for c, blk in enumerate(kept[:6]):
+        np.testing.assert_array_equal(blk, X[50 * c : 50 * c + 50])

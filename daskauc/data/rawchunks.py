@@ -24,10 +24,56 @@ through Zarr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 
 import numpy as np
+
+_LOCAL = threading.local()
+
+
+@contextlib.contextmanager
+def reusing_buffers():
+    """Raw reads in this block (this thread) go into reused buffers (:class:`BufferPool`):
+    for streamed chunks, dropped by the task that read them. A fresh 64 MiB array costs its
+    page faults on every read (3.0 against 6.1 GB/s measured for covtype's chunks)."""
+    before = getattr(_LOCAL, "reuse", False)
+    _LOCAL.reuse = True
+    try:
+        yield
+    finally:
+        _LOCAL.reuse = before
+
+
+class BufferPool:
+    """Byte buffers handed out again once nothing refers to them any more.
+
+    A buffer is free when its only references are the pool's own (every numpy view of it
+    holds a reference to it, so a chunk still in use, kept in a state, or read ahead is never
+    overwritten). At most ``max_buffers`` are kept; beyond that the oldest is forgotten (it
+    lives on as long as its arrays do)."""
+
+    def __init__(self, max_buffers: int = 4):
+        self.max_buffers = max_buffers
+        self._lock = threading.Lock()
+        self._buffers: list[np.ndarray] = []
+
+    def take(self, nbytes: int) -> np.ndarray:
+        with self._lock:
+            for buf in self._buffers:
+                # references: the list, ``buf`` here and getrefcount's argument
+                if buf.nbytes == nbytes and sys.getrefcount(buf) == 3:
+                    return buf
+            buf = np.empty(nbytes, dtype=np.uint8)
+            self._buffers.append(buf)
+            if len(self._buffers) > self.max_buffers:
+                self._buffers.pop(0)
+            return buf
+
+
+_POOL = BufferPool()
 
 
 class RawChunks:
@@ -81,8 +127,13 @@ class RawChunks:
         ``fail(kind, i, key, detail)`` returns the exception to raise for chunk ``i`` if it is
         ``"missing"``, of the wrong ``"size"`` or fails its ``"checksum"``.
         """
-        out = np.empty((stop - start, *self.shape[1:]), dtype=self.dtype)
-        flat = out.reshape(-1).view(np.uint8)
+        shape = (stop - start, *self.shape[1:])
+        if getattr(_LOCAL, "reuse", False):
+            flat = _POOL.take((stop - start) * self.row_bytes)
+            out = flat.view(self.dtype).reshape(shape)
+        else:
+            out = np.empty(shape, dtype=self.dtype)
+            flat = out.reshape(-1).view(np.uint8)
         cr = self.chunk_rows
         for i in range(start // cr, -(-stop // cr)):
             lo, hi = max(start, i * cr), min(stop, (i + 1) * cr)

@@ -314,9 +314,14 @@ class BlockReader:
         self.graph = dict(blk.__dask_graph__().cull({self.key}))
 
     def __call__(self) -> np.ndarray:
+        """The block, read now; plain-bytes chunks go into reused buffers (the caller uses
+        the block and drops it: :func:`daskauc.data.rawchunks.reusing_buffers`)."""
         from dask.local import get_sync
 
-        return np.asarray(get_sync(self.graph, self.key))
+        from ..data.rawchunks import reusing_buffers
+
+        with reusing_buffers():
+            return np.asarray(get_sync(self.graph, self.key))
 
 
 def _task_groups(visits: list[int], per_task: int) -> list[list[int]]:
