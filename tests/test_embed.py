@@ -123,6 +123,54 @@ def test_kmeans_plusplus_picks_one_row_per_separated_blob():
     assert sorted(labels[hit]) == list(range(8))
 
 
+def _plain_greedy_kmeans_plusplus(X, k, seed, trials):
+    """Greedy k-means++ with every distance computed (float64, all pairs), drawing from the
+    generator in the order daskauc's does: the oracle of the bound-skipping version."""
+    X64 = np.asarray(X, dtype=np.float64)
+    m = len(X64)
+    D = ((X64[:, None, :] - X64[None, :, :]) ** 2).sum(-1)
+    rng = np.random.default_rng(seed)
+    chosen = [int(rng.integers(m))]
+    closest = D[chosen[0]].copy()
+    for _ in range(1, k):
+        cum = np.cumsum(closest)
+        if cum[-1] > 0:
+            cand = np.minimum(np.searchsorted(cum, rng.random(trials) * cum[-1]), m - 1)
+        else:
+            cand = rng.integers(m, size=trials)
+        pots = np.minimum(closest[None, :], D[cand]).sum(axis=1)
+        chosen.append(int(cand[np.argmin(pots)]))
+        closest = np.minimum(closest, D[chosen[-1]])
+    return np.asarray(chosen)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["overlapping", "separated", "duplicates"])
+def test_kmeans_plusplus_equals_plain_greedy_oracle(dtype, case):
+    # the triangle-inequality skips are exact: the same rows are chosen as by the plain
+    # algorithm that computes every distance (duplicates: zero distances, then a zero
+    # potential once every distinct row is a centre, where candidates are drawn uniformly)
+    if case == "overlapping":
+        X, _ = make_blobs(n_samples=700, centers=12, n_features=5, cluster_std=3.0,
+                          random_state=2)
+        k = 60
+    elif case == "separated":
+        X, _, _ = _blobs(n=500, k=8, std=0.05, seed=5)
+        k = 40
+    else:
+        rows = np.random.default_rng(3).normal(size=(9, 4))
+        X = np.repeat(rows, 7, axis=0)
+        k = 12
+    X = X.astype(dtype)
+    for s in range(3):
+        ss = np.random.SeedSequence(100 + s)
+        C = kmeans_plusplus(X, k, random_state=ss, n_local_trials=5)
+        expect = _plain_greedy_kmeans_plusplus(X, k, ss, 5)
+        assert C.dtype == np.float64 and C.shape == (k, X.shape[1])
+        np.testing.assert_array_equal(C, X[expect].astype(np.float64))
+    assert kmeans_plusplus(X, 1, random_state=0).shape == (1, X.shape[1])
+
+
 def test_kmeans_recovers_blob_centres():
     X, _, centers = _blobs()
     C, counts, history = minibatch_kmeans(da.from_array(X, chunks=1000), 6, batch_size=256,

@@ -6,9 +6,11 @@ sample's rows.
 
 * ``"k-means++"``: greedy k-means++ (Arthur & Vassilvitskii; scikit-learn's default): k
   sequential steps, each drawing ``2 + ln k`` candidates by D^2 sampling and keeping the one
-  that lowers the potential most. Each step is a product of those candidates with the whole
-  sample, so the cost is ``k (2 + ln k) s d`` with ``s >= 3 k`` sample rows: quadratic in k
-  and sequential (a chain of k thin products that BLAS runs at memory speed).
+  that lowers the potential most. Done plainly each step is a product of those candidates
+  with the whole sample, ``k (2 + ln k) s d`` flops with ``s >= 3 k`` sample rows: quadratic
+  in k and sequential (a chain of k thin products that BLAS runs at memory speed). Here a
+  step computes a candidate's distance only to the rows that the triangle inequality lets
+  come closer to it (about 3% of them on covtype), with the same result: 3-6x faster.
 * ``"k-means||"``: k-means|| (Bahmani et al. 2012) on the sample, in ``rounds`` rounds that
   each draw ``ceil((k - 1) / rounds)`` rows at once by D^2 sampling without replacement
   (Efraimidis-Spirakis keys ``E_i / D^2_i``, ``E_i ~ Exp(1)``, the smallest kept), then fold
@@ -47,8 +49,12 @@ k      seeding      seconds  seed   final  bulk    epoch
 8192   random       0.0      2.4    0.86   0.497
 =====  ===========  =======  =====  =====  ======  ======
 
+The seconds above are the plain greedy version's. With the triangle-inequality skips (same
+centres) greedy k-means++ takes 0.3, 0.6, 1.3 and 3.8 s at k = 1024, 2048, 4096 and 8192 on the
+same samples (k-means|| 0.05-0.2 s; load average 0.9).
+
 Greedy k-means++ leaves 0.6-1.2% less bulk inertia than k-means|| at every k measured, but its
-cost grows as k^2 (with the sample leaving the caches, faster): 2 epochs' worth at 4096, 2.5
+plain cost grows as k^2 (with the sample leaving the caches, faster): 2 epochs' worth at 4096, 2.5
 at 8192, 162 s at 16,384 and about 13 minutes at 32,768 (4,096 of its 32,768 steps took 97 s;
 every step costs the same), against 2 s and 5-8 s for k-means||. Hence "auto": greedy up to
 2,048 centres, where it costs under two epochs, k-means|| above. Random seeds leave 4-5% more
@@ -71,7 +77,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import _float_dtype, check_param, seed_sequence
-from ._kernels import _kpp_potentials, _kpp_update
+from ._kernels import _kpp_accept, _kpp_gains
 from .assign import blas_for, default_threads, nearest_centres
 
 __all__ = ["kmeans_plusplus", "kmeans_parallel", "resolve_init", "INITS"]
@@ -104,12 +110,14 @@ def kmeans_plusplus(
     Each new centre is the best (lowest resulting potential) of ``n_local_trials`` candidates
     drawn with probability proportional to the squared distance to the nearest chosen centre
     (``2 + ln k`` candidates by default, as in Arthur & Vassilvitskii's greedy variant and
-    scikit-learn). Distances use one BLAS product per step.
+    scikit-learn). The potentials are exact, but computed only where the triangle inequality
+    allows a row to come closer to a candidate (:func:`_kpp_gains`).
 
     Parameters
     ----------
     X : ndarray of shape (m, d)
-        Rows to choose from (a sample of the training rows).
+        Rows to choose from (a sample of the training rows), float32 or float64; distances
+        are summed in that dtype from the differences, potentials in float64.
     n_clusters : int
         Number of centres, at most ``m``.
     random_state : None, int, SeedSequence or Generator
@@ -122,44 +130,61 @@ def kmeans_plusplus(
 
     Notes
     -----
-    Cost ``k n_local_trials m d`` flops in k sequential steps (see the module's table).
+    Each step draws the candidates ``y_c`` by D^2 sampling, forms their products with the
+    chosen centres (one small BLAS product, ``j t d`` flops at step j), and evaluates
+    ``||x_i - y_c||^2`` only for the rows whose nearest centre ``c_a`` satisfies
+    ``||y_c - c_a||^2 < 4 D_i^2``; the others cannot change the potential. The chosen centres
+    are those of the plain algorithm (``k t m d`` flops), up to rounding in near ties. On
+    covtype (20,480 sample rows, 1,600 centres) about 3% of the row-candidate pairs are
+    evaluated: 0.5 s instead of 1.4 s for the plain BLAS version, with the same centres.
 
     References
     ----------
     D. Arthur and S. Vassilvitskii, "k-means++: the advantages of careful seeding", SODA 2007.
+    C. Elkan, "Using the triangle inequality to accelerate k-means", ICML 2003.
+    E. Raff, "Exact acceleration of k-means++ and k-means||", IJCAI 2021.
     """
-    S = np.ascontiguousarray(X, dtype=np.float64)
+    S = np.asarray(X)
+    S = np.ascontiguousarray(S, dtype=_float_dtype(S.dtype, "X"))
     m, d = S.shape
     check_param("n_clusters", n_clusters, int, low=1, high=m)
     rng = np.random.default_rng(seed_sequence(random_state))
     trials = n_local_trials if n_local_trials is not None else 2 + int(np.log(n_clusters))
-    ssq = np.einsum("ij,ij->i", S, S)
+    ssq = np.einsum("ij,ij->i", S, S, dtype=np.float64)
     centers = np.empty((n_clusters, d))
+    csq = np.empty(n_clusters)
+    assign = np.zeros(m, np.int32)
+    closest = np.full(m, np.inf)
+    cumsum = np.empty(m)
     first = int(rng.integers(m))
     centers[0] = S[first]
-    closest = np.maximum(ssq + ssq[first] - 2.0 * (S @ S[first]), 0.0)
-    pot = float(closest.sum())
-    with blas_for(2.0 * trials * d * m):
-        _kmeans_plusplus_steps(S, ssq, centers, closest, pot, rng, trials)
+    csq[0] = ssq[first]
+    _kpp_accept(S, S[first], csq[:1], csq, cumsum, assign, closest, csq[0], 0)
+    with blas_for(2.0 * trials * d * n_clusters):
+        _kmeans_plusplus_steps(S, ssq, centers, csq, assign, closest, cumsum, rng, trials)
     return centers
 
 
-def _kmeans_plusplus_steps(S, ssq, centers, closest, pot, rng, trials):
+def _kmeans_plusplus_steps(S, ssq, centers, csq, assign, closest, cumsum, rng, trials):
     m = S.shape[0]
-    pots = np.empty(trials)
-    ST = np.ascontiguousarray(S.T)  # (d, m): 2.5x faster products than the S.T view
-    for c in range(1, centers.shape[0]):
+    k = centers.shape[0]
+    G = np.empty((k, trials))
+    gains = np.empty(trials)
+    gap = np.empty(k)
+    for j in range(1, k):
+        pot = cumsum[-1]
         if pot > 0.0:
-            cand = np.searchsorted(np.cumsum(closest), rng.random(trials) * pot)
+            cand = np.searchsorted(cumsum, rng.random(trials) * pot)
             np.minimum(cand, m - 1, out=cand)
         else:  # every row coincides with a chosen centre: any row will do
             cand = rng.integers(m, size=trials)
-        G = S[cand] @ ST
-        _kpp_potentials(G, ssq[cand], ssq, closest, pots)
-        best = int(np.argmin(pots))
-        centers[c] = S[cand[best]]
-        _kpp_update(G[best], float(ssq[cand[best]]), ssq, closest)
-        pot = float(closest.sum())
+        Y = S[cand].astype(np.float64)
+        np.matmul(centers[:j], Y.T, out=G[:j])
+        _kpp_gains(S, cand, G[:j], csq, ssq[cand], assign, closest, gains, gap)
+        best = int(np.argmin(gains))
+        centers[j] = Y[best]
+        csq[j] = ssq[cand[best]]
+        _kpp_accept(S, S[cand[best]], G[:j, best], csq, cumsum, assign, closest, csq[j], j)
 
 
 def kmeans_parallel(
