@@ -111,17 +111,15 @@ def _kmeans_step(X_block, y_block, state, seed, extra, *, batch_size: int):
         return centers, counts, sse, rows
     rng = np.random.default_rng(seed)
     perm = rng.permutation(m)
-    xsq = np.einsum("ij,ij->i", X, X, dtype=np.float64)
     labels = np.empty(min(batch_size, m), np.int64)
     best = np.empty(min(batch_size, m), np.float64)
     threads = KMEANS_THREADS or default_threads()
-    sse, rows = _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows,
-                                batch_size, threads)
+    sse, rows = _kmeans_batches(X, perm, centers, counts, labels, best, sse, rows, batch_size,
+                                threads)
     return centers, counts, sse, rows
 
 
-def _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows, batch_size,
-                    threads):
+def _kmeans_batches(X, perm, centers, counts, labels, best, sse, rows, batch_size, threads):
     m = X.shape[0]
     for start in range(0, m, batch_size):
         idx = np.sort(perm[start : start + batch_size])  # sorted: cache-friendly gather
@@ -131,7 +129,8 @@ def _kmeans_batches(X, xsq, perm, centers, counts, labels, best, sse, rows, batc
         csq = np.einsum("ij,ij->i", C, C)
         nearest_centres(Xb, C, csq, labels[:b], best[:b], n_threads=threads)
         _sculley_update(Xb, labels[:b], centers, counts)
-        sse += float(xsq[idx].sum() + best[:b].sum())
+        # ||x||^2 of the batch's rows in X's dtype (as ``best``), summed in float64
+        sse += float(np.einsum("ij,ij->i", Xb, Xb).sum(dtype=np.float64) + best[:b].sum())
         rows += b
     return sse, rows
 
