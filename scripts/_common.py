@@ -260,42 +260,65 @@ def to_cluster(client, X: np.ndarray, rows: int):
     return da.concatenate(parts, axis=0)
 
 
-class WorkerMemory:
-    """Peak resident memory of each Dask worker process of ``client`` (by pid, on this
-    machine), sampled every ``interval`` seconds while the block runs; also notes whether a
-    worker was restarted (its pid changed) during the block."""
+class _Sampler:
+    """A background thread calling ``_sample_once`` every ``interval`` seconds while the
+    ``with`` block runs (``_begin`` before it starts, ``_end`` after it stops)."""
 
-    def __init__(self, client, interval: float = 0.1):
-        self.client, self.interval = client, interval
+    def __init__(self, interval: float):
+        self.interval = interval
         self._stop = threading.Event()
-        self.peak: dict[str, int] = {}
 
-    def _pids(self) -> dict:
-        return self.client.run(os.getpid)
+    def _begin(self) -> None:
+        pass
 
-    def _sample(self):
-        import psutil
+    def _end(self) -> None:
+        pass
 
-        procs = {w: psutil.Process(pid) for w, pid in self.pids.items()}
+    def _run(self) -> None:
         while not self._stop.is_set():
-            for w, p in procs.items():
-                try:
-                    self.peak[w] = max(self.peak.get(w, 0), p.memory_info().rss)
-                except psutil.Error:
-                    pass
+            self._sample_once()
             self._stop.wait(self.interval)
 
     def __enter__(self):
-        self.pids = self._pids()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._begin()
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self._end()
+
+
+class WorkerMemory(_Sampler):
+    """Peak resident memory of each Dask worker process of ``client`` (by pid, on this
+    machine), sampled every ``interval`` seconds while the block runs; also notes whether a
+    worker was restarted (its pid changed) during the block."""
+
+    def __init__(self, client, interval: float = 0.1):
+        super().__init__(interval)
+        self.client = client
+        self.peak: dict[str, int] = {}
+
+    def _begin(self) -> None:
+        import psutil
+
+        self.pids = self.client.run(os.getpid)
+        self._procs = {w: psutil.Process(pid) for w, pid in self.pids.items()}
+
+    def _sample_once(self) -> None:
+        import psutil
+
+        for w, p in self._procs.items():
+            try:
+                self.peak[w] = max(self.peak.get(w, 0), p.memory_info().rss)
+            except psutil.Error:
+                pass
+
+    def _end(self) -> None:
         try:
-            after = self._pids()
+            after = self.client.run(os.getpid)
         except Exception:  # a lost worker
             after = {}
         self.restarted = sorted(w for w in self.pids if after.get(w) != self.pids[w])
@@ -305,7 +328,7 @@ class WorkerMemory:
         return max(self.peak.values(), default=0) / 2.0**30
 
 
-class MemorySampler:
+class MemorySampler(_Sampler):
     """Peak resident memory of this process and of its children (Dask workers), sampled
     every ``interval`` seconds in a background thread.
 
@@ -314,33 +337,21 @@ class MemorySampler:
     """
 
     def __init__(self, interval: float = 0.2):
-        self.interval = interval
+        super().__init__(interval)
         self.peak_client = self.peak_workers = self.peak_total = 0
-        self._stop = threading.Event()
 
-    def _sample(self):
+    def _sample_once(self) -> None:
         import psutil
 
         me = psutil.Process()
-        while not self._stop.is_set():
-            try:
-                client = me.memory_info().rss
-                workers = [c.memory_info().rss for c in me.children(recursive=True)]
-            except psutil.Error:
-                workers = []
-            self.peak_client = max(self.peak_client, client)
-            self.peak_workers = max([self.peak_workers, *workers])
-            self.peak_total = max(self.peak_total, client + sum(workers))
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        try:
+            client = me.memory_info().rss
+            workers = [c.memory_info().rss for c in me.children(recursive=True)]
+        except psutil.Error:
+            client, workers = 0, []
+        self.peak_client = max(self.peak_client, client)
+        self.peak_workers = max([self.peak_workers, *workers])
+        self.peak_total = max(self.peak_total, client + sum(workers))
 
     def as_dict(self) -> dict:
         gib = 2.0**30
