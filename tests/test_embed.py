@@ -197,6 +197,20 @@ def test_kmeans_inertia_close_to_sklearn():
     assert np.mean(ours) <= 1.05 * np.mean(sk), (ours, sk)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kmeans_batch_inertia_is_the_inertia_before_the_moves(dtype):
+    # one chunk, one batch holding every row: the history's batch inertia is the mean squared
+    # distance to the given centres (all rows are assigned before any centre moves)
+    X, _, _ = _blobs(n=900, k=5, std=1.0, seed=4)
+    X = X.astype(dtype)
+    C0 = X[::150][:5].astype(np.float64) + 0.25
+    _, counts, history = minibatch_kmeans(X, 5, init=C0, n_epochs=1, batch_size=len(X),
+                                          random_state=0)
+    assert counts.sum() == len(X)
+    expect = ref.inertia(X.astype(np.float64), C0) / len(X)
+    assert history[1]["batch_inertia"] == pytest.approx(expect, rel=TOL[dtype] * 10)
+
+
 def test_kmeans_numpy_equals_dask_one_chunk_and_estimator():
     X, _, _ = _blobs(n=2000)
     a = minibatch_kmeans(X, 5, batch_size=128, random_state=7)
