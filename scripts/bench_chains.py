@@ -106,22 +106,34 @@ def speed() -> list[dict]:
 
     train, _ = embeddings("covtype")
     rows = []
-    for workers, chains in ((1, 1), (2, 1), (2, 2)):
+    for pinned, workers, chains in ((False, 1, 1), (False, 2, 1), (False, 2, 2),
+                                    (True, 1, 1), (True, 2, 2)):
         with LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit="9GiB",
                           dashboard_address=None) as cluster, Client(cluster) as client:
+            if pinned:  # worker i (all its threads, read-ahead included) on core i only
+                for i, addr in enumerate(sorted(client.scheduler_info()["workers"])):
+                    client.run(_pin_process, i, workers=[addr])
             ds = open_dataset(train)
             for mode in ("persisted", "streamed"):
                 X, y = (client.persist([ds.X, ds.y]) if mode == "persisted" else (ds.X, ds.y))
                 res = pairwise_hinge_sgd(X, y, lam=1e-8, n_epochs=4, n_chains=chains,
                                          random_state=0)
                 secs = [h["seconds"] for h in res.history[1:]]  # the first warms the caches
-                rows.append({"workers": workers, "chains": chains, "mode": mode,
+                rows.append({"cores": "one per worker" if pinned else "2 shared",
+                             "workers": workers, "chains": chains, "mode": mode,
                              "s_per_epoch": float(np.median(secs)), "epochs": secs})
                 print(rows[-1], flush=True)
     for r in rows:
-        base = next(b for b in rows if b["workers"] == 1 and b["mode"] == r["mode"])
+        base = next(b for b in rows if b["workers"] == 1 and b["mode"] == r["mode"]
+                    and b["cores"] == r["cores"])
         r["speedup"] = base["s_per_epoch"] / r["s_per_epoch"]
     return rows
+
+
+def _pin_process(core: int) -> None:
+    """Pin every thread of this process (and so the threads it starts) to ``core``."""
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        os.sched_setaffinity(int(tid), {core})
 
 
 def read_times(store: str, repeat: int = 3) -> dict:
@@ -197,7 +209,10 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None = None) -> None:
           "![convergence](chains.png)", "",
           "## NSAUC epoch over covtype's embedding (464,810 x 1,600 float32), 1 and 2 workers",
           "", "Median of epochs 2-4 (the first warms caches and the eta0 search is outside the "
-          "epochs).", "",
+          "epochs). Cores: the machine's 2 cores shared by all processes, or each worker "
+          "process pinned to a core of its own (its read-ahead thread included), so that one "
+          "worker cannot borrow the second worker's core: the fair measure of adding a "
+          "worker.", "",
           md_table([{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                      if k != "epochs"} for r in spd]), ""]
     if reads:
@@ -206,10 +221,12 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None = None) -> None:
         for r in spd:
             if r["mode"] == "streamed":
                 base = next(b for b in spd if b["mode"] == "persisted"
-                            and b["workers"] == r["workers"] and b["chains"] == r["chains"])
+                            and b["workers"] == r["workers"] and b["chains"] == r["chains"]
+                            and b["cores"] == r["cores"])
                 share = reads["raw_readinto"] / max(1, r["chains"])
                 ratio = r["s_per_epoch"] / (base["s_per_epoch"] + share)
-                md.append(f"- {r['workers']} worker(s), {r['chains']} chain(s): streamed "
+                md.append(f"- {r['workers']} worker(s), {r['chains']} chain(s), cores "
+                          f"{r['cores']}: streamed "
                           f"{r['s_per_epoch']:.3f} s = {ratio:.2f} x (persisted "
                           f"{base['s_per_epoch']:.3f} s + raw read {share:.3f} s per chain)")
         md.append("")

@@ -58,12 +58,14 @@ def _concat(start, finals, seed):
 
 def test_chains_run_where_their_chunks_are_held(dask_cluster_client):
     """Six chunks scattered unevenly (four on one worker, two on the other): each chain's
-    tasks run on its worker, and exactly the one visit that must travel does."""
+    tasks ask for its worker, and exactly the one visit that must travel does."""
     client = dask_cluster_client
     a, b = sorted(client.scheduler_info()["workers"])
     blocks = [np.full((5, 2), float(i)) for i in range(6)]
     where = [a, a, a, b, a, b]
-    futures = [client.scatter(blk, workers=[w]) for blk, w in zip(blocks, where, strict=True)]
+    # hash=False: the other test scatters the same values; shared keys would be released
+    futures = [client.scatter(blk, workers=[w], hash=False)
+               for blk, w in zip(blocks, where, strict=True)]
     X = da.concatenate([da.from_delayed(f, shape=(5, 2), dtype=float) for f in futures])
     y = da.ones(30, dtype=np.int8, chunks=5)
     X, y = client.persist([X, y])
@@ -73,8 +75,58 @@ def test_chains_run_where_their_chunks_are_held(dask_cluster_client):
     shares, workers = assign_visits(order, 2, holders)
     assert workers == [a, b] and _travelling(order, shares, workers, holders) == 1
     g = epoch_graph(_record, X, y, [], solver="t", order=order, n_chains=2, merge=_concat)
+    name = _epoch_name(g)
+    # tiny chunks: each chain is one task, keyed by its first visit, asking for its worker
+    assert _restrictions(g) == {(name, share[0]): (w,) for share, w in zip(shares, workers,
+                                                                          strict=True)}
     (visits,) = dask.compute(g)
-    ran = dict(visits)
-    assert sorted(ran) == sorted(order)
-    for k, share in enumerate(shares):
-        assert all(ran[order[p]] == workers[k] for p in share), (ran, shares)
+    assert sorted(c for c, _ in visits) == sorted(order)
+
+
+def _restrictions(g) -> dict:
+    """The worker restriction each task of an epoch graph asks for (its annotations). Where
+    a task then runs is the scheduler's business: a loose restriction lets an idle worker
+    steal a task whose data is tiny, as in these tests, but not a 64 MiB chunk's."""
+    out = {}
+    for layer in g.__dask_graph__().layers.values():
+        fn = (layer.annotations or {}).get("workers")
+        if fn is not None:
+            assert layer.annotations["allow_other_workers"] is True  # a lost worker: elsewhere
+            for key in layer:
+                if fn(key) is not None:
+                    out[key] = tuple(fn(key))
+    return out
+
+
+def _epoch_name(g) -> str:
+    return next(n for n in g.__dask_graph__().layers if n.startswith("daskauc-t-epoch"))
+
+
+def test_task_groups_cut_at_the_size_and_where_the_holder_changes():
+    from daskauc.solvers.stream import _task_groups
+
+    assert _task_groups(list(range(7)), 3) == [[0, 1, 2], [3, 4, 5], [6]]
+    where = ["a", "a", "b", "b", "b", "a", "a"]
+    assert _task_groups(list(range(7)), 2, where) == [[0, 1], [2, 3], [4], [5, 6]]
+
+
+def test_one_chain_follows_its_chunks_from_worker_to_worker(dask_cluster_client):
+    """One chain over chunks held by two workers: each task holds chunks of one worker only
+    and asks to run there (the chain hops, no chunk travels)."""
+    client = dask_cluster_client
+    a, b = sorted(client.scheduler_info()["workers"])
+    where = [a, a, b, b, a, b]
+    futures = [client.scatter(np.full((5, 2), float(i)), workers=[w], hash=False)
+               for i, w in enumerate(where)]
+    X = da.concatenate([da.from_delayed(f, shape=(5, 2), dtype=float) for f in futures])
+    y = da.ones(30, dtype=np.int8, chunks=5)
+    X, y = client.persist([X, y])
+    assert [h[0] for h in chunk_holders(X)] == where
+    order = [0, 1, 2, 3, 4, 5]
+    g = epoch_graph(_record, X, y, [], solver="t", order=order)
+    name = _epoch_name(g)
+    # tasks [0 1] [2 3] [4] [5], keyed by their first visit, each asking for its chunks' holder
+    assert _restrictions(g) == {(name, 0): (a,), (name, 2): (b,), (name, 4): (a,),
+                                (name, 5): (b,)}
+    (visits,) = dask.compute(g)
+    assert [c for c, _ in visits] == order  # the sequential chain, in order

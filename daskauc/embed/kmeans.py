@@ -40,6 +40,7 @@ from .._validation import (
     check_params,
     is_store_path,
     seed_sequence,
+    without_finite_check,
 )
 from ..solvers.stream import chunk_order, run_epoch
 from ._kernels import _sculley_update
@@ -166,7 +167,8 @@ def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, epoch0=0, shuf
         seeds = [_child(es, 1, k) for k in range(len(order))]
         t0 = time.perf_counter()
         centers, counts, sse, rows = run_epoch(
-            _kmeans_step, Xd, y, (centers, counts, 0.0, 0), solver="kmeans", order=order,
+            _kmeans_step, Xd if e == 0 else without_finite_check(Xd), y,
+            (centers, counts, 0.0, 0), solver="kmeans", order=order,
             seeds=seeds, params={"batch_size": int(batch_size)},
         )
         history.append({

@@ -260,10 +260,12 @@ class RowChunks:
     """
 
     def __init__(self, X: da.Array, cached: da.Array | None = None):
+        from .._validation import without_finite_check
         from .stream import BlockReader, is_materialized
 
         self.deps: list = []
         self.args: list = []
+        self.checked: dict = {}  # chunk -> its read with the finiteness check (first pass)
         n_cached = 0
         if cached is not None:
             n_cached = int(cached.shape[0])
@@ -276,16 +278,27 @@ class RowChunks:
                 self.deps.append(rest)
                 self.args += [(rest.name, c, 0) for c in range(rest.numblocks[0])]
             else:
-                self.args += [(_read_block, BlockReader(rest, c))
+                # the first pass reads through the finiteness check, the others do not
+                first = len(self.args)
+                plain = without_finite_check(rest)
+                self.args += [(_read_block, BlockReader(plain, c))
                               for c in range(rest.numblocks[0])]
+                if plain is not rest:
+                    self.checked = {first + c: (_read_block, BlockReader(rest, c))
+                                    for c in range(rest.numblocks[0])}
             sizes += list(rest.chunks[0])
         self.bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         self.nchunks = len(sizes)
         self.cached_rows = n_cached
 
     def arg(self, c: int):
-        """The task argument that is chunk ``c``: a key, or a read run inside the task."""
-        return self.args[c]
+        """The task argument that is chunk ``c``: a key, or a read run inside the task (with
+        the finiteness check until :meth:`checked_once`)."""
+        return self.checked.get(c, self.args[c])
+
+    def checked_once(self) -> None:
+        """Every streamed chunk has been read through its check: later passes skip it."""
+        self.checked = {}
 
 
 def _read_block(reader) -> np.ndarray:
@@ -407,6 +420,7 @@ class _PairwiseOperator:
         sum_d = Delayed(root, graph, layer=name_g)
         coef_p, sum_p = dask.persist(coef_d, sum_d)
         coef, sums = dask.compute(coef_p, sum_p)
+        self.rows.checked_once()
         return coef, coef_p, sums
 
     def hessian_product(self, coef_handle: Delayed, p: np.ndarray):

@@ -28,7 +28,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .._validation import as_row_chunked
+from .._validation import as_row_chunked, without_finite_check
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult
@@ -241,11 +241,12 @@ def oam(
                   shuffle=bool(shuffle))
     if chains > 1:
         params["chains"] = True
-    for _ in range(int(n_epochs)):
+    for e in range(int(n_epochs)):
         order, visits = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
                                    X.numblocks[0], shuffle)
         tic = time.perf_counter()
-        graph = epoch_graph(_oam_step, X, y, state, solver="oam", order=order,
+        X_epoch = X if e == 0 else without_finite_check(X)  # NaN check: first epoch only
+        graph = epoch_graph(_oam_step, X_epoch, y, state, solver="oam", order=order,
                             seeds=visits, params=params, n_chains=chains, merge=merge_chains,
                             sync_every=sync_every)
         (state,) = dask.compute(graph)

@@ -542,13 +542,17 @@ def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solve
     """
     from dataclasses import replace
 
+    from .._validation import without_finite_check
+
     history = []
     n_chunks = X.numblocks[0]
-    for _ in range(n_epochs):
+    X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
+    for e in range(n_epochs):
         order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, n_chunks,
                                   shuffle)
         t0 = time.perf_counter()
-        state = run_epoch(step, X, y, state, solver=solver, order=order, seeds=seeds,
+        state = run_epoch(step, X if e == 0 else X_unchecked, y, state, solver=solver,
+                          order=order, seeds=seeds,
                           per_chunk=per_chunk, params=params, n_chains=n_chains, merge=merge,
                           sync_every=sync_every)
         state = replace(state, epoch=state.epoch + 1)

@@ -151,7 +151,7 @@ def epoch_graph(
         layer[start] = state
     # where each chunk is held when X is persisted on a cluster: a chain then visits the
     # chunks of one worker and runs there, so no chunk travels (None: anywhere is as good)
-    holders = None if stream or n_chains == 1 else chunk_holders(X)
+    holders = None if stream else chunk_holders(X)
     placement: dict = {}
     # consecutive visits of a chain share a task, so that scheduling a task (a round trip to
     # the scheduler, ~4 ms here) is small beside its work
@@ -161,13 +161,20 @@ def epoch_graph(
     per_round = len(order) if not sync_every or n_chains == 1 else n_chains * int(sync_every)
     for r0 in range(0, len(order), per_round):
         visits = range(r0, min(r0 + per_round, len(order)))
-        shares, workers = assign_visits([int(order[k]) for k in visits], n_chains, holders)
+        shares, workers = assign_visits([int(order[k]) for k in visits], n_chains,
+                                        holders if n_chains > 1 else None)
         finals = []
         for share, worker in zip(shares, workers, strict=True):
             if not share:
                 continue
             prev = start
-            tasks = _task_groups([visits[i] for i in share], per_task)
+            chain_visits = [visits[i] for i in share]
+            # a chain that runs anywhere (one chain) follows its chunks: a task holds chunks
+            # of one worker only and runs there, so none of them travels
+            where = (None if holders is None or worker is not None
+                     else [holders[int(order[k])] for k in chain_visits])
+            tasks = _task_groups(chain_visits, per_task, where)
+            first = 0
             for t, group in enumerate(tasks):
                 chunks = [int(order[k]) for k in group]
                 if stream:  # the blocks are read inside the task, the next task's ahead
@@ -183,6 +190,9 @@ def epoch_graph(
                               params, ahead)
                 if worker is not None:
                     placement[key] = [worker]
+                elif where is not None and where[first]:
+                    placement[key] = list(where[first])
+                first += len(group)
                 prev = key
             finals.append(prev)
         if len(finals) == 1:
@@ -324,9 +334,17 @@ class BlockReader:
             return np.asarray(get_sync(self.graph, self.key))
 
 
-def _task_groups(visits: list[int], per_task: int) -> list[list[int]]:
-    """A chain's visits cut into tasks of ``per_task`` consecutive visits."""
-    return [visits[i : i + per_task] for i in range(0, len(visits), per_task)]
+def _task_groups(visits: list[int], per_task: int, where: list | None = None
+                 ) -> list[list[int]]:
+    """A chain's visits cut into tasks of at most ``per_task`` consecutive visits, and also
+    wherever ``where`` (the holders of each visit's chunk) changes."""
+    tasks: list[list[int]] = []
+    for i, k in enumerate(visits):
+        if (not tasks or len(tasks[-1]) == per_task
+                or (where is not None and where[i] != where[i - 1])):
+            tasks.append([])
+        tasks[-1].append(k)
+    return tasks
 
 
 def _run_visits(step, blocks, y_blocks, state, seeds, extras, params, ahead):

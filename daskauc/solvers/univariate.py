@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 import dask
 import numpy as np
 
+from .._validation import without_finite_check
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
 from .chains import add_increments, merge_running_average, mix_iterates
@@ -179,11 +180,12 @@ def univariate_sgd(
                   lam=float(lam), average=bool(average), shuffle=bool(shuffle))
     history = []
     chains = resolve_chains(n_chains)
-    for _ in range(int(n_epochs)):
+    for e in range(int(n_epochs)):
         order, visits = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
                                    X.numblocks[0], shuffle)
         tic = time.perf_counter()
-        graph = epoch_graph(_univariate_step, X, y, state, solver=solver, order=order,
+        X_epoch = X if e == 0 else without_finite_check(X)  # NaN check: first epoch only
+        graph = epoch_graph(_univariate_step, X_epoch, y, state, solver=solver, order=order,
                             seeds=visits, params=params, n_chains=chains, merge=merge_chains,
                             sync_every=sync_every)
         (state,) = dask.compute(graph)
