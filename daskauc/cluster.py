@@ -45,3 +45,15 @@ def get_client(address: str | None = None, *, n_workers: int | None = None,
     if not quiet:
         logger.info("Dask dashboard: %s", client.dashboard_link)
     return client
+
+
+def threads_here() -> int:
+    """Threads that run tasks in this process: the Dask worker's, else the local scheduler's."""
+    try:
+        from distributed import get_worker
+
+        return max(1, int(get_worker().state.nthreads))
+    except (ImportError, ValueError, AttributeError):
+        import dask
+
+        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))

@@ -74,7 +74,7 @@ def main() -> int:
         for mode, persist in (("persisted", True), ("half cached", "auto"),
                               ("streamed", False)):
             if mode == "half cached":
-                newton.memory_budget = lambda client=None: ds.X.nbytes // 2
+                newton.memory_budget = lambda client=None, working_bytes=0: ds.X.nbytes // 2
             with MemorySampler() as mem:
                 t = time.perf_counter()
                 res = newton.prsvm_newton(ds.X, y, C=C, tol=TOL, persist=persist)

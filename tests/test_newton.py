@@ -328,7 +328,8 @@ def test_same_model_from_every_input_kind(medium, kind, tmp_path, monkeypatch):
         Xin = da.from_zarr(path)
         persist = "auto" if kind == "zarr-half-cached" else kind == "zarr-persisted"
         if kind == "zarr-half-cached":  # room for half of X: 2 of its 4 chunks stay in memory
-            monkeypatch.setattr(newton, "memory_budget", lambda client=None: X.nbytes // 2)
+            monkeypatch.setattr(newton, "memory_budget",
+                                lambda client=None, working_bytes=0: X.nbytes // 2)
     else:  # float32 data: the solution moves by the rounding of X, not by the solver
         X32 = X.astype(np.float32)
         w_np = prsvm_newton(X32.astype(np.float64), y, C=0.02, tol=1e-10).coef
@@ -353,7 +354,7 @@ def test_streamed_chunks_are_read_inside_each_pass_not_held(tmp_path, monkeypatc
     path = str(tmp_path / "X.zarr")
     da.to_zarr(da.from_array(X, chunks=(200, X.shape[1])), path)
     Xz = da.from_zarr(path)
-    monkeypatch.setattr(newton, "memory_budget", lambda client=None: X.nbytes // 2)
+    monkeypatch.setattr(newton, "memory_budget", lambda client=None, working_bytes=0: X.nbytes // 2)
     Xs, cached = newton.place_rows(Xz, "auto")
     assert cached.shape[0] == 400 and newton.is_materialized(cached)
     op = newton._PairwiseOperator(Xs, y, 0.1, cached=cached)
@@ -383,7 +384,7 @@ def test_same_model_on_a_distributed_cluster(medium, dask_cluster_client, tmp_pa
     X, y, w_np = medium
     path = str(tmp_path / "X.zarr")
     da.to_zarr(da.from_array(X, chunks=(600, X.shape[1])), path)
-    monkeypatch.setattr(newton, "memory_budget", lambda client=None: X.nbytes // 2)
+    monkeypatch.setattr(newton, "memory_budget", lambda client=None, working_bytes=0: X.nbytes // 2)
     for persist, cached in ((True, 1.0), (False, 0.0), ("auto", 0.5)):
         res = prsvm_newton(da.from_zarr(path), da.from_array(y, chunks=600), C=0.02,
                            tol=1e-10, persist=persist)
@@ -572,3 +573,27 @@ def test_dask_cv_select_C_runs_on_dask_input():
     assert best_np == best_da
     for a, b in zip(table_np, table_da, strict=True):
         np.testing.assert_allclose(a["fold_auc"], b["fold_auc"], atol=1e-9)
+
+
+def test_memory_budget_leaves_room_for_the_process_and_its_working_chunks():
+    """Per worker: PERSIST_MEMORY_FRACTION of its limit, less its process memory and the
+    working chunks of its threads (never below zero)."""
+    import daskauc.solvers.newton as newton
+
+    GiB = 2**30
+
+    class Workers:
+        def scheduler_info(self, n_workers=-1):
+            return {"workers": {
+                "a": {"memory_limit": 2 * GiB, "nthreads": 1, "metrics": {"memory": GiB // 4}},
+                "b": {"memory_limit": 4 * GiB, "nthreads": 2, "metrics": {"memory": GiB // 2}},
+                "c": {"memory_limit": GiB, "nthreads": 1, "metrics": {"memory": GiB}}}}
+
+    f = newton.PERSIST_MEMORY_FRACTION
+    want = (int(2 * GiB * f) - GiB // 4 - 64 * 2**20) + (int(4 * GiB * f) - GiB // 2
+                                                       - 2 * 64 * 2**20)
+    assert newton.memory_budget(Workers(), working_bytes=64 * 2**20) == want
+    # small workers merge smaller chunks when persisting: at most 1/16 of a limit
+    X = da.zeros((100_000, 64), chunks=(1_000, 64))
+    rows = newton.persist_chunks(X, Workers())[0]
+    assert max(rows) * 64 * 8 <= GiB // 16 + 64 * 8

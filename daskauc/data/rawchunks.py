@@ -52,16 +52,20 @@ class BufferPool:
 
     A buffer is free when its only references are the pool's own (every numpy view of it
     holds a reference to it, so a chunk still in use, kept in a state, or read ahead is never
-    overwritten). At most ``max_buffers`` are kept; beyond that the oldest is forgotten (it
-    lives on as long as its arrays do)."""
+    overwritten). At most ``max_buffers`` are kept (default: two per thread of the process,
+    plus one); beyond that the oldest is forgotten (it lives on as long as its arrays do)."""
 
-    def __init__(self, max_buffers: int = 4):
+    def __init__(self, max_buffers: int | None = None):
         self.max_buffers = max_buffers
         self._lock = threading.Lock()
         self._buffers: list[np.ndarray] = []
 
     def take(self, nbytes: int) -> np.ndarray:
         with self._lock:
+            if self.max_buffers is None:  # one in use and one read ahead per thread, + 1
+                from ..cluster import threads_here
+
+                self.max_buffers = 2 * threads_here() + 1
             for buf in self._buffers:
                 # references: the list, ``buf`` here and getrefcount's argument
                 if buf.nbytes == nbytes and sys.getrefcount(buf) == 3:

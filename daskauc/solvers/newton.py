@@ -182,18 +182,35 @@ def _workers(client) -> dict:
     return info.get("workers", {})
 
 
-def memory_budget(client=None) -> int:
-    """Bytes ``persist="auto"`` may use: a fraction of the cluster's (or this machine's) memory."""
+def memory_budget(client=None, working_bytes: int = 0) -> int:
+    """Bytes ``persist="auto"`` may keep in memory: for each worker, ``PERSIST_MEMORY_FRACTION``
+    of its memory limit, less what its process holds already and ``working_bytes`` per thread
+    (the chunks a pass reads and computes with beside what is kept). Without a distributed
+    client, the fraction of this machine's available memory less ``working_bytes`` per core.
+
+    On small workers the process itself (~0.3-0.4 GiB of Python, numba and the libraries) and
+    a pass's working chunks are a large part of the limit: counting only the limit, 50% of
+    2 x 1.75 GiB workers kept 0.875 GiB each and workers were killed at 95% of their limit
+    (scripts/scaling.py, 2M-8M rows)."""
+    import os
+
     import psutil
 
-    total = 0
     workers = _workers(client)
+    total = 0
     for w in workers.values():
-        lim = w.get("memory_limit") or 0
-        total += lim if lim else psutil.virtual_memory().total // max(1, len(workers))
-    if total == 0:
-        total = psutil.virtual_memory().available
-    return int(total * PERSIST_MEMORY_FRACTION)
+        lim = w.get("memory_limit") or psutil.virtual_memory().total // max(1, len(workers))
+        used = (w.get("metrics") or {}).get("memory") or 0
+        threads = w.get("nthreads") or 1
+        total += max(0, int(lim * PERSIST_MEMORY_FRACTION) - used - working_bytes * threads)
+    if not workers:
+        total = max(0, int(psutil.virtual_memory().available * PERSIST_MEMORY_FRACTION)
+                    - working_bytes * (os.cpu_count() or 1))
+    return total
+
+
+def _chunk_bytes(X: da.Array) -> int:
+    return int(max(X.chunks[0], default=0) * X.shape[1] * X.dtype.itemsize)
 
 
 def persist_chunks(X: da.Array, client=None) -> tuple:
@@ -202,8 +219,12 @@ def persist_chunks(X: da.Array, client=None) -> tuple:
     workers (when there are enough chunks) so that every worker gets as many."""
     n = int(X.shape[0])
     row_bytes = max(1, int(X.dtype.itemsize * X.shape[1]))
-    rows = max(max(X.chunks[0]), PERSIST_CHUNK_BYTES // row_bytes)
-    workers = max(1, len(_workers(client)))
+    info = _workers(client)
+    limits = [w.get("memory_limit") or 0 for w in info.values()]
+    # a merge task holds its inputs and its output: on small workers, smaller merged chunks
+    target = min([PERSIST_CHUNK_BYTES, *(lim // 16 for lim in limits if lim)])
+    rows = max(max(X.chunks[0]), target // row_bytes)
+    workers = max(1, len(info))
     count = max(1, math.ceil(n / rows))
     count = min(len(X.chunks[0]), math.ceil(count / workers) * workers) if count > 1 else 1
     rows = math.ceil(n / count)
@@ -225,15 +246,14 @@ def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.A
             X = X.rechunk(chunks)
         (X,) = dask.persist(X)
         return X, None
-    rows = cache_rows(X, memory_budget(client)) if persist == "auto" else 0
+    # a streamed pass holds the chunk it reads and the pool's next buffer per thread
+    budget = memory_budget(client, working_bytes=2 * _chunk_bytes(X))
+    rows = cache_rows(X, budget) if persist == "auto" else 0
     if rows == 0:
         logger.info("streaming X (%.1f MB) at every pass", X.nbytes / 1e6)
         return X, None
-    head = X[:rows]
-    chunks = persist_chunks(head, client)
-    if chunks != head.chunks:
-        head = head.rechunk(chunks)
-    (head,) = dask.persist(head)
+    # kept in the store's chunks: merging them would hold copies while the rest streams
+    (head,) = dask.persist(X[:rows])
     logger.info("keeping %d of %d rows of X (%.1f of %.1f MB) in memory, streaming the rest at "
                 "every pass", rows, X.shape[0], head.nbytes / 1e6, X.nbytes / 1e6)
     return X, head
@@ -245,7 +265,7 @@ def should_persist(X: da.Array, persist="auto", client=None) -> bool:
         return persist
     if client is None:
         client = _distributed_client()
-    return X.nbytes <= memory_budget(client)
+    return X.nbytes <= memory_budget(client, working_bytes=2 * _chunk_bytes(X))
 
 
 class RowChunks:

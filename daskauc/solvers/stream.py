@@ -43,6 +43,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .. import _config
+from ..cluster import threads_here
 
 
 def chunk_order(n_chunks: int, seed: np.random.SeedSequence, shuffle: bool = True) -> np.ndarray:
@@ -379,7 +380,7 @@ class ReadAhead:
     def start(self, reader: BlockReader) -> None:
         with self._lock:
             if self._pool is None:
-                threads = _threads_here()
+                threads = threads_here()
                 self._limit = max(1, _config.READ_AHEAD * threads)
                 self._pool = ThreadPoolExecutor(threads, thread_name_prefix="daskauc-read-ahead")
             if reader.key in self._pending or _config.READ_AHEAD < 1:
@@ -394,18 +395,6 @@ class ReadAhead:
         if future is None or future.cancelled():
             return reader()
         return future.result()  # a failed read raises here, in the task that needs it
-
-
-def _threads_here() -> int:
-    """Threads that run tasks in this process: the Dask worker's, else the local scheduler's."""
-    try:
-        from distributed import get_worker
-
-        return max(1, int(get_worker().state.nthreads))
-    except (ImportError, ValueError, AttributeError):
-        import os
-
-        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
 
 
 _READ_AHEAD = ReadAhead()
