@@ -104,6 +104,7 @@ def run_job(n: int, workers: int, threads: int, memory: str, label: str) -> dict
               "embedding_gib": n * LANDMARKS * 4 / 2**30, "stages": {},
               "load_average_start": os.getloadavg(), "csv_bytes": os.path.getsize(csv)}
     record["embedding_fraction_of_memory"] = record["embedding_gib"] * 2**30 / total_mem
+    pids = client.run(os.getpid)  # a worker restarted anywhere in the job changes its pid
     print(f"{label}: {n:,} rows, {workers} worker(s) x {threads} thread(s) x {memory}, "
           f"embedding {record['embedding_gib']:.1f} GiB = "
           f"{record['embedding_fraction_of_memory']:.2f} x cluster memory", flush=True)
@@ -143,6 +144,8 @@ def run_job(n: int, workers: int, threads: int, memory: str, label: str) -> dict
         scores = E.X @ w
         _stage(client, record, "exact_auc", lambda: roc_auc(E.y, scores))
         record["load_average_end"] = os.getloadavg()
+        now = client.run(os.getpid)
+        record["workers_restarted_in_job"] = sorted(w for w in pids if now.get(w) != pids[w])
         record["scheduler_overhead_s"] = _task_overhead(client)
     finally:
         client.close()
@@ -402,6 +405,9 @@ def report(args) -> None:
                           "restarted": ",".join(st["restarted"]) or "none"})
     if table:
         lines += ["## Weak scaling in rows (2 workers x 1 thread)", "", md_table(table), ""]
+        lines += ["- Workers restarted anywhere in the job (between stages too): " + ", ".join(
+            f"{r['n']:,} rows {len(r.get('workers_restarted_in_job', [])) or 'none'}"
+            for r in weak_runs)]
         lines += ["- NSAUC test AUC after 2 epochs: " + ", ".join(
             f"{r['n']:,} rows {r['nsauc_test_auc_2_epochs']:.4f}" for r in weak_runs), ""]
     if strong_runs:
