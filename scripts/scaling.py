@@ -279,6 +279,7 @@ def baselines(args) -> None:
 
 def _xgboost_dask(n: int, memory: str, Xte, yte) -> dict:
     import xgboost as xgb
+    import xgboost.dask  # noqa: F401  (not imported by ``import xgboost``)
     from sklearn.metrics import roc_auc_score
 
     from daskauc import ingest, open_dataset

@@ -213,6 +213,19 @@ def _chunk_bytes(X: da.Array) -> int:
     return int(max(X.chunks[0], default=0) * X.shape[1] * X.dtype.itemsize)
 
 
+#: bytes per row of the one task that sorts the scores and holds the pairwise coefficients
+#: (PairwiseCoefficients: ten n-vectors, plus the gathered scores and the sort's temporaries)
+SORT_BYTES_PER_ROW = 112
+
+
+def _working_bytes(X: da.Array) -> int:
+    """What a worker needs beside what is kept: the chunks a pass reads and computes with
+    (two per thread, the pool's included) and, on whichever worker sorts, the O(n) pairwise
+    coefficients (0.9 GB at 8M rows: with 1.75 GiB workers the cache left no room for it and
+    workers were killed)."""
+    return 2 * _chunk_bytes(X) + SORT_BYTES_PER_ROW * int(X.shape[0])
+
+
 def persist_chunks(X: da.Array, client=None) -> tuple:
     """Row chunks for persisting ``X``: equal chunks of about ``PERSIST_CHUNK_BYTES`` or of the
     current largest chunk, whichever is more, their count rounded up to a multiple of the
@@ -246,8 +259,7 @@ def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.A
             X = X.rechunk(chunks)
         (X,) = dask.persist(X)
         return X, None
-    # a streamed pass holds the chunk it reads and the pool's next buffer per thread
-    budget = memory_budget(client, working_bytes=2 * _chunk_bytes(X))
+    budget = memory_budget(client, working_bytes=_working_bytes(X))
     rows = cache_rows(X, budget) if persist == "auto" else 0
     if rows == 0:
         logger.info("streaming X (%.1f MB) at every pass", X.nbytes / 1e6)
@@ -265,7 +277,7 @@ def should_persist(X: da.Array, persist="auto", client=None) -> bool:
         return persist
     if client is None:
         client = _distributed_client()
-    return X.nbytes <= memory_budget(client, working_bytes=2 * _chunk_bytes(X))
+    return X.nbytes <= memory_budget(client, working_bytes=_working_bytes(X))
 
 
 class RowChunks:
