@@ -597,3 +597,52 @@ def test_memory_budget_leaves_room_for_the_process_and_its_working_chunks():
     X = da.zeros((100_000, 64), chunks=(1_000, 64))
     rows = newton.persist_chunks(X, Workers())[0]
     assert max(rows) * 64 * 8 <= GiB // 16 + 64 * 8
+
+
+def test_streamed_chunks_are_shared_out_by_work_and_read_ahead_in_order(
+        dask_cluster_client, tmp_path, monkeypatch):
+    """On a cluster every streamed chunk gets a worker so that each worker's work (cached
+    rows + STREAMED_CHUNK_COST x streamed rows) is as equal as whole chunks allow, its tasks
+    run there in chunk order and each reads the next chunk of its worker ahead; the products
+    are those of the in-memory operator."""
+    import daskauc.solvers.newton as newton
+
+    X, y = _float_problem(6, n=1600)
+    path = str(tmp_path / "X.zarr")
+    da.to_zarr(da.from_array(X, chunks=(100, X.shape[1])), path)
+    Xz = da.from_zarr(path)
+    workers = sorted(dask_cluster_client.scheduler_info(n_workers=-1)["workers"])
+    assert len(workers) == 2
+    # 4 chunks cached, all on the first worker
+    cached = dask_cluster_client.persist(Xz[:400], workers=workers[:1])
+    from distributed import wait
+
+    wait(cached)
+    rows = newton.RowChunks(Xz, cached, dask_cluster_client)
+    streamed = sorted(rows.where)
+    assert streamed == list(range(4, 16))
+    load = {w: 0.0 for w in workers}
+    load[workers[0]] = 400.0
+    for c in streamed:
+        load[rows.where[c]] += 100 * newton._config.STREAMED_CHUNK_COST
+    # within one streamed chunk of equal
+    assert abs(load[workers[0]] - load[workers[1]]) <= 100 * newton._config.STREAMED_CHUNK_COST
+    assert sum(rows.where[c] == workers[1] for c in streamed) > 6  # the uncached worker more
+    for c in streamed:  # the next chunk of the same worker, the first after the last
+        mine = [k for k in streamed if rows.where[k] == rows.where[c]]
+        _, reader, ahead = rows.args[c]
+        assert ahead.key == rows.args[mine[(mine.index(c) + 1) % len(mine)]][1].key
+    ann = rows.annotations(["n"])
+    assert ann["workers"](("n", 5)) == [rows.where[5]] and ann["workers"](("n", 2)) is None
+    assert ann["priority"](("n", 5)) > ann["priority"](("n", 6))
+    # the products are right whatever ran where
+    op = newton._PairwiseOperator(Xz, y, 0.1, cached=cached)
+    ref = newton._PairwiseOperator(da.from_array(X, chunks=(100, X.shape[1])), y, 0.1)
+    w = 0.1 * np.random.default_rng(1).standard_normal(X.shape[1])
+    p = np.random.default_rng(2).standard_normal(X.shape[1])
+    _, h, _ = op.scores_and_gradient(w, (op.pos, op.neg), False)
+    _, hr, _ = ref.scores_and_gradient(w, (ref.pos, ref.neg), False)
+    for _ in range(2):
+        hp, q = op.hessian_product(h, p)
+        np.testing.assert_allclose(q, X @ p, rtol=1e-12)
+        np.testing.assert_allclose(hp, ref.hessian_product(hr, p)[0], rtol=1e-12)

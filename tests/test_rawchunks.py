@@ -144,3 +144,33 @@ def test_streamed_reads_into_reused_buffers_stay_correct(tmp_path):
             BlockReader(Xd, c)()  # read and dropped: its buffer is reused
     for c, blk in enumerate(kept[:6]):
         np.testing.assert_array_equal(blk, X[50 * c : 50 * c + 50])
+
+
+def test_a_chunk_is_checksummed_once_until_its_file_changes(tmp_path, monkeypatch):
+    """A file read again unchanged is not checksummed again; any change to it, even one that
+    keeps its size and sets its modification time back, is checked again and named."""
+    import daskauc.data.rawchunks as rawchunks
+
+    X = np.arange(400, dtype=np.float32).reshape(100, 4)
+    y = np.ones(100, np.int8)
+    path = dataset_store(tmp_path / "p.zarr", X, y, rows=25, compressors=None)
+    calls = []
+    real = rawchunks._crc32c_extend
+    monkeypatch.setattr(rawchunks, "_crc32c_extend",
+                        lambda crc, data: calls.append(1) or real(crc, data))
+    ds = open_dataset(path)
+    np.testing.assert_array_equal(ds.X.compute(scheduler="sync"), X)
+    first = len(calls)
+    assert first >= 4  # every chunk of X checked
+    np.testing.assert_array_equal(ds.X.compute(scheduler="sync"), X)
+    assert len(calls) == first  # unchanged: not checked again
+    chunk = os.path.join(path, "X", "c", "2", "0")
+    st = os.stat(chunk)
+    with open(chunk, "r+b") as f:
+        f.seek(8)
+        f.write(b"\x01")
+    os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))  # the same size and mtime
+    with pytest.raises(StoreIntegrityError, match="rows 50:75 failed its checksum"):
+        ds.X.compute(scheduler="sync")
+    with pytest.raises(StoreIntegrityError, match="rows 50:75 failed its checksum"):  # again
+        ds.X.compute(scheduler="sync")

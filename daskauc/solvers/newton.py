@@ -289,21 +289,33 @@ class RowChunks:
     read task would keep every chunk in memory from the first pass to the second, or spill
     it). Streamed chunks are therefore read twice per product: the algebra needs ``L X p``
     over all rows before ``X^T`` can start.
+
+    On a distributed cluster each streamed chunk is given a worker (:meth:`placement`): the
+    cached chunks stay where they are and the streamed ones are shared out so that every
+    worker has the same work (a streamed chunk costs ``_config.STREAMED_CHUNK_COST`` cached
+    ones). Left to the scheduler, the streamed tasks of a pass, which depend on nothing but a
+    small vector, went mostly to one worker: with half of covtype's embedding cached, one
+    worker was busy 1.0 s of a 1.2 s Hessian product and the other 0.3 s. Each streamed task
+    starts the read of the next chunk of its worker (the first one again after the last, for
+    the next pass) in a background thread before it computes (:class:`~daskauc.solvers.stream.
+    ReadAhead`), so reading overlaps with the work on the chunk before.
     """
 
-    def __init__(self, X: da.Array, cached: da.Array | None = None):
+    def __init__(self, X: da.Array, cached: da.Array | None = None, client=None):
         from .._validation import without_finite_check
         from .stream import BlockReader, is_materialized
 
         self.deps: list = []
         self.args: list = []
         self.checked: dict = {}  # chunk -> its read with the finiteness check (first pass)
+        self.where: dict[int, str] = {}  # streamed chunk -> the worker that runs its tasks
         n_cached = 0
         if cached is not None:
             n_cached = int(cached.shape[0])
             self.deps.append(cached)
             self.args += [(cached.name, c, 0) for c in range(cached.numblocks[0])]
         sizes = list(cached.chunks[0]) if cached is not None else []
+        streamed: list[int] = []
         if n_cached < X.shape[0]:
             rest = X[n_cached:] if n_cached else X
             if is_materialized(rest):
@@ -312,16 +324,68 @@ class RowChunks:
             else:
                 # the first pass reads through the finiteness check, the others do not
                 first = len(self.args)
+                streamed = list(range(first, first + rest.numblocks[0]))
                 plain = without_finite_check(rest)
-                self.args += [(_read_block, BlockReader(plain, c))
-                              for c in range(rest.numblocks[0])]
-                if plain is not rest:
-                    self.checked = {first + c: (_read_block, BlockReader(rest, c))
-                                    for c in range(rest.numblocks[0])}
+                readers = [BlockReader(plain, c) for c in range(rest.numblocks[0])]
+                checked = ([BlockReader(rest, c) for c in range(rest.numblocks[0])]
+                           if plain is not rest else None)
             sizes += list(rest.chunks[0])
         self.bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         self.nchunks = len(sizes)
         self.cached_rows = n_cached
+        if streamed:
+            self.where = self.placement(streamed, cached, client)
+            ahead = self._read_ahead_order(streamed)
+            first = streamed[0]
+
+            def read(rs, c):
+                return (_read_block, rs[c - first], None if ahead[c] is None else
+                        rs[ahead[c] - first])
+
+            self.args += [read(readers, c) for c in streamed]
+            if checked is not None:
+                self.checked = {c: read(checked, c) for c in streamed}
+
+    def placement(self, streamed: list[int], cached: da.Array | None, client) -> dict[int, str]:
+        """The worker of each streamed chunk on a distributed cluster (empty otherwise):
+        chunks in order, each to the worker whose work per thread (its cached rows, plus
+        ``STREAMED_CHUNK_COST`` times its streamed rows) would be smallest with it."""
+        from .stream import chunk_holders
+
+        workers = _workers(client)
+        if not workers:
+            return {}
+        threads = {w: max(1, int(info.get("nthreads") or 1)) for w, info in workers.items()}
+        load = dict.fromkeys(sorted(workers), 0.0)
+        if cached is not None:
+            for c, holders in enumerate(chunk_holders(cached) or []):
+                for w in holders[:1]:
+                    if w in load:
+                        load[w] += float(self.bounds[c + 1] - self.bounds[c])
+        where = {}
+        for c in streamed:
+            rows = float(self.bounds[c + 1] - self.bounds[c]) * _config.STREAMED_CHUNK_COST
+            best = min(load, key=lambda w: ((load[w] + rows) / threads[w], w))
+            load[best] += rows
+            where[c] = best
+        return where
+
+    def _read_ahead_order(self, streamed: list[int]) -> dict[int, int | None]:
+        """The chunk each streamed chunk's task reads ahead: the next one of its worker, which
+        runs its streamed tasks in chunk order (:meth:`annotations`), and the first again after
+        the last (the next pass starts there). Without placement (the threaded scheduler)
+        nothing is read ahead: the order in which its threads take tasks is not known, and
+        with several threads one reads while another computes anyway."""
+        if not self.where:
+            return dict.fromkeys(streamed)
+        groups: dict[str, list[int]] = {}
+        for c in streamed:
+            groups.setdefault(self.where[c], []).append(c)
+        ahead: dict[int, int | None] = {}
+        for chunks in groups.values():
+            for k, c in enumerate(chunks):
+                ahead[c] = chunks[(k + 1) % len(chunks)]
+        return ahead
 
     def arg(self, c: int):
         """The task argument that is chunk ``c``: a key, or a read run inside the task (with
@@ -332,9 +396,31 @@ class RowChunks:
         """Every streamed chunk has been read through its check: later passes skip it."""
         self.checked = {}
 
+    def annotations(self, names: list[str]) -> dict:
+        """``dask.annotate`` arguments that run the tasks ``(name, c)`` of streamed chunks on
+        their workers (elsewhere only if that worker is gone), each worker's in chunk order:
+        a priority falling with the chunk index (below the default 0 of every other task, so
+        the cached chunks, which need no read, go first). Left to the graph's order a worker
+        ran them as 0, 42, 36, 30, ... and almost no read ahead was the one needed next."""
+        if not self.where:
+            return {}
+        from .stream import _Placement
 
-def _read_block(reader) -> np.ndarray:
-    return reader()
+        where = {(name, c): [w] for name in names for c, w in self.where.items()}
+        priority = {(name, c): -1 - c for name in names for c in self.where}
+        return {"workers": _Placement(where), "allow_other_workers": True,
+                "priority": _Placement(priority)}
+
+
+def _read_block(reader, ahead=None) -> np.ndarray:
+    """Chunk ``reader``, taken from the read-ahead (or read now); then the read of ``ahead``
+    starts in the background while the caller works on this one."""
+    from .stream import _READ_AHEAD
+
+    block = _READ_AHEAD.take(reader)
+    if ahead is not None and ahead.key != reader.key:
+        _READ_AHEAD.start(ahead)
+    return block
 
 
 def cache_rows(X: da.Array, budget: int) -> int:
@@ -406,7 +492,7 @@ class _PairwiseOperator:
         self.C = C
         self.basis = basis if basis is not None else LinearBasis(precondition)
         self.y = y
-        self.rows = RowChunks(X, cached)
+        self.rows = RowChunks(X, cached, _distributed_client())
         self.bounds = self.rows.bounds
         self.nchunks = self.rows.nchunks
         self.pos, self.neg = class_indices(y)
@@ -447,7 +533,8 @@ class _PairwiseOperator:
                                   g0)
             keys.append((name_g, c))
         root = _tree_sum(layer, f"{name_g}-sum", keys)
-        graph = HighLevelGraph.from_collections(name_g, layer, dependencies=self.rows.deps)
+        with dask.annotate(**self.rows.annotations([name_s, name_g])):
+            graph = HighLevelGraph.from_collections(name_g, layer, dependencies=self.rows.deps)
         coef_d = Delayed(coef_key, graph, layer=name_g)
         sum_d = Delayed(root, graph, layer=name_g)
         coef_p, sum_p = dask.persist(coef_d, sum_d)
@@ -479,8 +566,9 @@ class _PairwiseOperator:
         root = _tree_sum(layer, f"{name_h}-sum", keys)
         out_key = (f"{name_h}-out", 0)
         layer[out_key] = (_hvp_result, lq_key, root)
-        graph = HighLevelGraph.from_collections(name_h, layer,
-                                                dependencies=[*self.rows.deps, coef_handle])
+        with dask.annotate(**self.rows.annotations([name_q, name_h])):
+            graph = HighLevelGraph.from_collections(name_h, layer,
+                                                    dependencies=[*self.rows.deps, coef_handle])
         (xtlq, q) = dask.compute(Delayed(out_key, graph, layer=name_h))[0]
         return xtlq, q
 
