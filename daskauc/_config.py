@@ -26,6 +26,10 @@ READ_AHEAD = 1
 #: (~4 ms on a LocalCluster, against ~11 ms for NSAUC over one 64 MiB chunk) stays small.
 CHAIN_TASK_BYTES = 256 * 2**20
 
+#: negatives of the previously visited chunk that NSAUC / NSVMSGD2 keep in their state as
+#: partners for the positives of the next chunk (pairs across chunks); r floats each.
+PAIR_PARTNERS = 512
+
 #: the time of a pass over one streamed row chunk (read from the store, then computed with)
 #: against the same chunk kept in memory, used to give each worker an equal share of a
 #: Newton pass when some chunks are cached: covtype's 64 MiB embedding chunks took 6.4 ms

@@ -380,21 +380,28 @@ def test_univariate_chains_mix_w_and_b_and_merge_the_averages_exactly(loss):
 
 def _hinge_chain(blocks, state, visits, steps, lam, t0):
     """NSVMSGD2 (rskip = 1, no averaging) in plain Python over a chain's visits, with the
-    draws of ``_nsauc_step``; returns the final ``w`` and every step's ``x_i - x_j`` (None
-    where the margin held, no subgradient)."""
+    draws of ``_nsauc_step`` (positives of the chunk, negatives of the chunk or of the
+    partners kept from the chunk before); returns the final ``w`` and every step's
+    ``x_i - x_j`` (None where the margin held, no subgradient)."""
+    from daskauc.solvers.nsauc import draw_pairs
+
     w, t, met = state.w.copy(), state.t, []
+    n_neg = sum(int(np.sum(yb < 0)) for _, yb in blocks)
+    partners = state.partners if state.partners is not None else np.zeros((0, w.size))
     for seed, c in visits:
         Xb, yb = blocks[c]
         pos, neg = np.flatnonzero(yb > 0), np.flatnonzero(yb < 0)
         rng = np.random.default_rng(seed)
-        ri, rj = rng.integers(0, pos.size, steps[c]), rng.integers(0, neg.size, steps[c])
-        for i, j in zip(pos[ri], neg[rj], strict=True):
-            d = Xb[i] - Xb[j]
+        ri, rj = draw_pairs(rng, int(steps[c]), pos.size, neg.size, len(partners), n_neg)
+        for i, j in zip(pos[ri], rj, strict=True):
+            d = Xb[i] - (Xb[neg[j]] if j >= 0 else partners[-1 - j])
             t += 1
             met.append(d if w @ d < 1 else None)
             if met[-1] is not None:
                 w = w + d / (lam * (t + t0))
             w = w * (1 - 1 / (t + t0))
+        if neg.size:  # fewer than PAIR_PARTNERS negatives per chunk here: all of them
+            partners = Xb[neg]
     return w, met
 
 
@@ -491,7 +498,7 @@ def _sequential_cases():
                     univariate._univariate_step, {"loss": 1, **uni}, None),
         "nsvmsgd2": (nsauc.pairwise_hinge_sgd, {"lam": 1e-4, "t0": 1e6, "average": False},
                      nsauc._nsauc_step, {"lam": 1e-4, "rskip": 16, "askip": 0,
-                                         "average_start": 0}, "steps"),
+                                         "average_start": 0, "n_neg": "n_neg"}, "steps"),
     }
 
 
@@ -508,6 +515,8 @@ def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
     X, y, Xn, yn = _small()
     if per_chunk == "steps":
         per_chunk = steps_per_chunk(block_class_counts(y), len(yn))
+    if params.get("n_neg") == "n_neg":
+        params = {**params, "n_neg": int(np.sum(yn < 0))}
     with dask.config.set(scheduler="threads"):
         first = solver(X, y, n_epochs=1, random_state=0, **kw)
         given = solver(X, y, n_epochs=1, state=first.state, n_chains=1, **kw)

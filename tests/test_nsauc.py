@@ -26,14 +26,18 @@ def test_kernel_equals_reference_loop(dtype):
     X = rng.normal(size=(60, 7)).astype(dtype)
     y = np.where(rng.random(60) < 0.3, 1, -1)
     pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    partners = rng.normal(size=(9, 7)).astype(dtype)
     ri = rng.integers(0, pos.size, 500)
-    rj = rng.integers(0, neg.size, 500)
+    # negatives of the chunk and partners (negative indices), mixed
+    rj = np.where(rng.random(500) < 0.5, rng.integers(0, neg.size, 500),
+                  -1 - rng.integers(0, 9, 500))
     w0 = rng.normal(size=7) * 0.1
     w, wbar = w0.copy(), np.zeros(7)
     counters = np.array([3, 0], dtype=np.int64)
-    _pairwise_hinge_steps(X, pos, neg, ri, rj, w, wbar, counters, 1e-2, 50.0, 4, 3, 10)
+    _pairwise_hinge_steps(X, partners, pos, neg, ri, rj, w, wbar, counters, 1e-2, 50.0, 4, 3,
+                          10)
     rw, rwbar, rt, rq = ref.pairwise_hinge_steps(X, pos, neg, ri, rj, w0, np.zeros(7), 3, 0,
-                                                 1e-2, 50.0, 4, 3, 10)
+                                                 1e-2, 50.0, 4, 3, 10, partners=partners)
     np.testing.assert_allclose(w, rw, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(wbar, rwbar, rtol=1e-10, atol=1e-12)
     assert (counters[0], counters[1]) == (rt, rq)
@@ -54,14 +58,79 @@ def test_constant_eta_cost_and_eta0_search_against_reference():
     assert local_min_at_eta0 or local_min_at_2eta0
 
 
-def test_steps_per_chunk_proportional_to_pairs():
-    counts = np.array([[10, 5], [0, 7], [20, 1], [3, 3]])
+def test_steps_per_chunk_proportional_to_positives():
+    counts = np.array([[10, 5], [7, 0], [20, 1], [3, 3]])
     steps = steps_per_chunk(counts, 1000)
     assert steps.sum() == 1000 and steps[1] == 0
-    pairs = counts[:, 0] * counts[:, 1]
-    np.testing.assert_allclose(steps, pairs / pairs.sum() * 1000, atol=1)
-    with pytest.raises(ValueError, match="no chunk holds both"):
-        steps_per_chunk(np.array([[5, 0], [0, 5]]), 10)
+    np.testing.assert_allclose(steps, counts[:, 1] / counts[:, 1].sum() * 1000, atol=1)
+    # chunks of one class each are fine: their pairs are drawn across chunks
+    assert steps_per_chunk(np.array([[5, 0], [0, 5]]), 10).tolist() == [0, 10]
+    with pytest.raises(ValueError, match="both positive and negative"):
+        steps_per_chunk(np.array([[5, 0], [7, 0]]), 10)
+
+
+def test_pairs_are_uniform_over_all_pairs_whatever_the_chunks():
+    """The oracle is Algorithm 3's law, every positive-negative pair equally likely. Over many
+    epochs of random visiting orders, the empirical frequency of each (positive, negative)
+    pair (counted by replaying the draws of every visit, as the step makes them) is uniform
+    within its sampling error, on chunks of very different class mixes, including chunks of
+    one class only."""
+    from daskauc.solvers.nsauc import draw_pairs
+    from daskauc.solvers.stream import epoch_plan, seed_root
+
+    # 4 chunks: labels clustered by chunk as in time-ordered data
+    y_chunks = [np.array([1, 1, 1, -1]), np.array([-1, -1, -1, -1, -1]),
+                np.array([1, -1, -1]), np.array([1, 1])]
+    counts = np.array([[np.sum(c < 0), np.sum(c > 0)] for c in y_chunks])
+    n_neg, n_pos = counts.sum(axis=0)
+    steps = steps_per_chunk(counts, 200)
+    pos_id = [[(c, i) for i in np.flatnonzero(yc > 0)] for c, yc in enumerate(y_chunks)]
+    neg_id = [[(c, i) for i in np.flatnonzero(yc < 0)] for c, yc in enumerate(y_chunks)]
+    freq: dict = {}
+    entropy, key = seed_root(0)
+    for epoch in range(400):
+        order, seeds = epoch_plan(entropy, key, epoch, 4)
+        partners = []
+        for v, c in enumerate(order):
+            rng = np.random.default_rng(seeds[v])
+            ri, rj = draw_pairs(rng, int(steps[c]), len(pos_id[c]), len(neg_id[c]),
+                                len(partners), int(n_neg))
+            for i, j in zip(ri, rj, strict=True):
+                pair = (pos_id[c][i], neg_id[c][j] if j >= 0 else partners[-1 - j])
+                freq[pair] = freq.get(pair, 0) + 1
+            if neg_id[c]:  # all of them: fewer than PAIR_PARTNERS
+                partners = neg_id[c]
+    total = sum(freq.values())
+    assert len(freq) == n_pos * n_neg  # every pair occurs
+    expected = total / (n_pos * n_neg)
+    counts_seen = np.array(list(freq.values()), dtype=float)
+    # each count is about Poisson(expected): 4 standard deviations, and the spread overall
+    assert np.abs(counts_seen - expected).max() < 4.5 * np.sqrt(expected), (
+        counts_seen.min(), counts_seen.max(), expected)
+    assert abs(counts_seen.std() / np.sqrt(expected) - 1) < 0.25
+
+
+def test_time_ordered_chunks_learn_what_only_pairs_across_chunks_show():
+    """A feature that is constant inside each chunk (a drift over time) and rises with the
+    share of positives carries signal only between chunks: pairs drawn inside chunks cannot
+    see it (its difference is 0 in every within-chunk pair). The oracle is one chunk
+    (Algorithm 3 on the whole data): the chunked fit of the time-ordered data must match its
+    AUC, and beat the best model without that feature."""
+    rng = np.random.default_rng(11)
+    n, chunks = 6000, 12
+    time = np.repeat(np.linspace(-1, 1, chunks), n // chunks)
+    y = np.where(rng.random(n) < 0.15 + 0.7 * (time + 1) / 2, 1, -1)
+    X = np.column_stack([y * 0.5 + rng.normal(size=n), time])
+    Xc = da.from_array(X, chunks=(n // chunks, 2))
+    yc = da.from_array(y, chunks=n // chunks)
+    kw = dict(lam=1e-4, n_epochs=3, random_state=2)
+    one = PairwiseHingeSGD(**kw).fit(da.from_array(X, chunks=X.shape),
+                                     da.from_array(y, chunks=y.shape))
+    many = PairwiseHingeSGD(**kw).fit(Xc, yc)
+    auc_one, auc_many = roc_auc_score(y, X @ one.coef_), roc_auc_score(y, X @ many.coef_)
+    without = roc_auc_score(y, X[:, 0])  # the drift feature left out
+    assert auc_one > without + 0.05
+    assert abs(auc_many - auc_one) < 0.005, (auc_many, auc_one, without)
 
 
 def test_separable_toy_reaches_auc_one():
@@ -118,7 +187,7 @@ def test_epoch_is_one_graph_with_named_tasks():
     state = PairwiseSGDState(w=np.zeros(6), wbar=np.zeros(6), t=0, q=0, t0=10.0)
     g = epoch_graph(_nsauc_step, Xd, yd, state, solver="nsauc", order=np.arange(8),
                     per_chunk=np.full(8, 10), params=dict(lam=1e-3, rskip=4, askip=4,
-                                                          average_start=0))
+                                                          average_start=0, n_neg=400))
     names = {key_split(k) for k in dict(g.__dask_graph__())}
     assert "daskauc-nsauc-epoch" in names
 

@@ -57,8 +57,9 @@ class PairwiseHingeSGD(LinearAUCModel):
     Notes
     -----
     Objective ``(lam/2)||w||^2 + (1/(n+ n-)) sum_{i in P, j in N} max(0, 1 - w.(x_i - x_j))``.
-    Pairs are drawn inside each chunk with steps proportional to the chunk's pair count: see
-    :mod:`daskauc.solvers.nsauc`.
+    Each step pairs a positive of the chunk being visited with a negative of the whole data
+    (the chunk's own, or one of the negatives kept from the chunk visited before), so every
+    pair is equally likely whatever the row order: see :mod:`daskauc.solvers.nsauc`.
 
     References
     ----------

@@ -15,10 +15,11 @@ from .._config import FASTMATH
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
 def _pairwise_hinge_steps(
     X,          # IN  (m, r) float32/float64, C-contiguous chunk
+    partners,   # IN  (k, r) same dtype, C-contiguous: negatives of another chunk (k may be 0)
     pos,        # IN  (m+,) int64 row indices of positives in X
     neg,        # IN  (m-,) int64 row indices of negatives in X
     ri,         # IN  (s,) int64 indices into pos, one per step
-    rj,         # IN  (s,) int64 indices into neg, one per step
+    rj,         # IN  (s,) int64 per step: j >= 0 is neg[j] of X, j < 0 is partners[-1 - j]
     w,          # INOUT (r,) float64 current iterate
     wbar,       # INOUT (r,) float64 average of the iterates
     counters,   # INOUT (2,) int64 [t = steps done so far, q = iterates averaged]
@@ -33,7 +34,11 @@ def _pairwise_hinge_steps(
     q = counters[1]
     for s in range(ri.shape[0]):
         xi = X[pos[ri[s]]]
-        xj = X[neg[rj[s]]]
+        j = rj[s]
+        if j >= 0:
+            xj = X[neg[j]]
+        else:
+            xj = partners[-1 - j]
         margin = 0.0
         for k in range(r):
             margin += w[k] * (np.float64(xi[k]) - np.float64(xj[k]))

@@ -773,9 +773,13 @@ def prsvm_newton(
     C : float, default 1.0
         Weight of the pairwise loss (> 0). Larger C = less regularization.
     tol : float, default 1e-3
-        Stop when ``||grad F(w)|| <= tol * ||grad F(0)||``. The reference is the gradient at
-        zero (as in liblinear), not at ``w0``, so warm starts stop at the same accuracy as
-        cold starts (``||grad F(w0)||`` only when ``grad F(0) = 0``, i.e. equal class means).
+        Stop when ``||grad F(w)|| <= tol * max(||w||, ||2C X^T g(w)||)``: the gradient
+        ``w + 2C X^T g(w)`` is small next to its two terms, which cancel at the optimum. At
+        ``w = 0`` the reference is ``||grad F(0)||`` (liblinear's), but it does not stay
+        there: ``||grad F(0)||`` grows with C while ``||w*||`` does not, so against it a
+        solve at large C stopped with a poor ``w``, and a warm start (a C path) at once:
+        every C >= 2^-6 of a path gave the same model. This reference is the same for any C
+        and any start; equal class means (``grad F(0) = 0``, ``w = 0`` optimal) stop at once.
     max_iter : int, default 50
         Maximum Newton steps.
     cg_tol : float, default 0.1
@@ -916,6 +920,7 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
     hint = (op.pos, op.neg)
     history: list[dict] = []
     grad_norm0 = None
+    grad_ref = None
     converged = False
     n_iter = 0
     last: dict = {}
@@ -934,12 +939,11 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
         gnorm = norm(grad)
         if grad_norm0 is None:
             grad_norm0 = norm(2.0 * C * sums[-1])
-            # equal class means make grad F(0) = 0 (w = 0 is then optimal): measure against
-            # the gradient at the start instead
-            grad_ref = grad_norm0 if grad_norm0 > 0 else gnorm
             extra_rows = sums[1:-1]
         else:
             extra_rows = sums[1:]
+        # the gradient against the two terms that cancel at the optimum (module docstring)
+        grad_ref = max(norm(Rw), norm(2.0 * C * sums[0]))
         ww = float(w @ Rw)
         F = 0.5 * ww + C * coef.loss
         rel = gnorm / grad_ref if grad_ref > 0 else 0.0

@@ -5,16 +5,27 @@ Objective: ``(lam/2) ||w||^2 + mean over positive-negative pairs of max(0, 1 - w
 Pair sampling over chunks
 -------------------------
 Algorithm 3 of Khalid et al. draws a positive and a negative uniformly from the whole data at
-every step. Row chunks that are streamed one at a time cannot give that exactly without
-random access to every chunk, so each chunk draws its pairs *inside itself*: chunk ``c`` with
-``m+_c`` positives and ``m-_c`` negatives gets a number of steps proportional to
-``m+_c * m-_c`` (its share of the within-chunk pairs; largest-remainder rounding so an epoch is
-exactly ``n`` steps), and each step draws a positive and a negative of the chunk uniformly.
-Every within-chunk pair is therefore equally likely. When the rows were shuffled at ingest
-(``ingest(..., shuffle=True)``) the within-chunk pairs are a uniform random subset of all
-pairs, so the expected gradient equals that of global sampling; pairs across chunks are
-never drawn. The effect is measured in ``scripts/bench_nsauc.py`` (global sampling is the
-one-chunk case). Chunks are visited in a new random order every epoch.
+every step. Row chunks streamed one at a time cannot give that exactly without random access
+to every chunk; drawing both rows inside one chunk (daskauc before 0.2) never pairs rows of
+different chunks, which on data in file order (ijcnn1 is ordered in time) lost 0.003 test
+AUC. So every step pairs a positive of the chunk being visited with a negative drawn from the
+*whole* data, in two parts:
+
+* an epoch's ``n`` steps are split over the chunks in proportion to their positives
+  (largest-remainder rounding), and each step draws its positive uniformly from the chunk:
+  over an epoch every positive is equally likely;
+* the negative is drawn, with probability ``m-_c / n-`` (the chunk's share of the negatives),
+  uniformly among the chunk's own negatives, and otherwise uniformly among its *partners*: up
+  to ``_config.PAIR_PARTNERS`` negatives sampled uniformly from the chunk visited before
+  (carried in the state; the first chunk visited uses its own). The chunks are visited in a
+  new random order every epoch, so the chunk before is a uniformly random other chunk, and
+  the negative is uniform over all negatives in expectation.
+
+Every positive-negative pair of the data is therefore equally likely (in expectation over
+the visiting order), as in Algorithm 3, whatever the row order of the data; one chunk is
+Algorithm 3 exactly. The effect on ijcnn1 in file order is measured in
+``scripts/defaults.py``. With ``shuffle=False`` the chunk before is the previous one in file
+order, and pairs across distant chunks are again missing.
 
 Step size and t0
 ----------------
@@ -33,6 +44,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from .._config import PAIR_PARTNERS
 from .._validation import seed_sequence, without_finite_check
 from ._linear import linear_scores
 from ._result import SolverResult
@@ -45,7 +57,10 @@ logger = logging.getLogger("daskauc")
 
 @dataclass(frozen=True)
 class PairwiseSGDState:
-    """State carried from chunk to chunk (and between ``partial_fit`` calls)."""
+    """State carried from chunk to chunk (and between ``partial_fit`` calls).
+
+    ``partners``: negatives sampled from the last chunk visited that held some, the
+    partners of the next chunk's positives (module docstring); None before the first."""
 
     w: np.ndarray
     wbar: np.ndarray
@@ -55,22 +70,20 @@ class PairwiseSGDState:
     epoch: int = 0
     seed_entropy: int = 0
     seed_key: tuple = ()
+    partners: np.ndarray | None = None
 
 
 def steps_per_chunk(counts: np.ndarray, n_steps: int) -> np.ndarray:
-    """Split ``n_steps`` over chunks proportionally to their within-chunk pair counts.
+    """Split ``n_steps`` over chunks in proportion to their positives.
 
     ``counts`` is ``(n_chunks, 2)`` of (negatives, positives). Largest-remainder rounding, so
-    the result sums to ``n_steps`` exactly (0 for chunks without pairs).
+    the result sums to ``n_steps`` exactly (0 for chunks without positives).
     """
-    pairs = counts[:, 0].astype(np.float64) * counts[:, 1].astype(np.float64)
-    total = pairs.sum()
-    if total <= 0:
-        raise ValueError(
-            "no chunk holds both a positive and a negative row: shuffle the rows "
-            "(ingest(..., shuffle=True)) or use larger chunks"
-        )
-    share = pairs / total * n_steps
+    positives = counts[:, 1].astype(np.float64)
+    total = positives.sum()
+    if total <= 0 or counts[:, 0].sum() <= 0:
+        raise ValueError("the data must hold both positive and negative rows")
+    share = positives / total * n_steps
     steps = np.floor(share).astype(np.int64)
     rest = int(n_steps - steps.sum())
     if rest > 0:
@@ -78,23 +91,48 @@ def steps_per_chunk(counts: np.ndarray, n_steps: int) -> np.ndarray:
     return steps
 
 
+def draw_pairs(rng: np.random.Generator, n_steps: int, n_pos: int, n_neg: int, n_partners: int,
+               negatives_total: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of one visit: positives ``ri`` (indices among the chunk's ``n_pos``) and
+    negatives ``rj`` (``j >= 0``: the chunk's ``j``-th negative, taken with probability
+    ``n_neg / negatives_total``; ``j < 0``: partner ``-1 - j``). Without partners the chunk's
+    own negatives; without either, no steps."""
+    if n_steps == 0 or n_pos == 0 or (n_neg == 0 and n_partners == 0):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ri = rng.integers(0, n_pos, size=n_steps)
+    here = (rng.random(n_steps) < n_neg / negatives_total if n_partners
+            else np.ones(n_steps, dtype=bool))
+    own = rng.integers(0, max(n_neg, 1), size=n_steps)
+    other = rng.integers(0, max(n_partners, 1), size=n_steps)
+    return ri, np.where(here, own, -1 - other)
+
+
 def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, n_steps, *, lam, rskip,
-                askip, average_start):
-    if n_steps == 0:
-        return state
+                askip, average_start, n_neg):
     X_block = np.ascontiguousarray(X_block)
     y_block = np.asarray(y_block)
     pos = np.flatnonzero(y_block > 0)
     neg = np.flatnonzero(y_block < 0)
     rng = np.random.default_rng(seed)
-    ri = rng.integers(0, pos.size, size=n_steps)
-    rj = rng.integers(0, neg.size, size=n_steps)
+    partners = state.partners
+    if partners is None or partners.dtype != X_block.dtype:
+        partners = np.zeros((0, X_block.shape[1]), dtype=X_block.dtype)
+    ri, rj = draw_pairs(rng, int(n_steps), pos.size, neg.size, partners.shape[0], int(n_neg))
     w = state.w.copy()
     wbar = state.wbar.copy()
     counters = np.array([state.t, state.q], dtype=np.int64)
-    _pairwise_hinge_steps(X_block, pos, neg, ri, rj, w, wbar, counters, float(lam),
-                          float(state.t0), int(rskip), int(askip), int(average_start))
-    return replace(state, w=w, wbar=wbar, t=int(counters[0]), q=int(counters[1]))
+    if ri.size:
+        _pairwise_hinge_steps(X_block, np.ascontiguousarray(partners), pos, neg, ri, rj, w,
+                              wbar, counters, float(lam), float(state.t0), int(rskip),
+                              int(askip), int(average_start))
+    if neg.size:  # this chunk's negatives become the next chunk's partners
+        keep = neg if neg.size <= PAIR_PARTNERS else np.sort(
+            rng.choice(neg, PAIR_PARTNERS, replace=False))
+        partners = np.ascontiguousarray(X_block[keep])
+    else:
+        partners = state.partners
+    return replace(state, w=w, wbar=wbar, t=int(counters[0]), q=int(counters[1]),
+                   partners=partners)
 
 
 def merge_chains(start: PairwiseSGDState, finals: list[PairwiseSGDState],
@@ -115,7 +153,17 @@ def merge_chains(start: PairwiseSGDState, finals: list[PairwiseSGDState],
     wbar = merge_running_average(start.wbar, start.q, [f.wbar for f in finals],
                                  [f.q for f in finals])
     return replace(start, w=v / (t + start.t0), t=t, wbar=wbar,
-                   q=start.q + sum(f.q - start.q for f in finals))
+                   q=start.q + sum(f.q - start.q for f in finals),
+                   partners=_last_partners(start, finals))
+
+
+def _last_partners(start: PairwiseSGDState, finals: list[PairwiseSGDState]):
+    """The merged state's partners: the last chain's (negatives of a chunk it visited last,
+    a random chunk of the epoch, as in one chain)."""
+    for f in reversed(finals):
+        if f.partners is not None:
+            return f.partners
+    return start.partners
 
 
 def merge_last_iterates(start: PairwiseSGDState, finals: list[PairwiseSGDState],
@@ -127,41 +175,42 @@ def merge_last_iterates(start: PairwiseSGDState, finals: list[PairwiseSGDState],
     chain moves ``w`` about as far as one sequential epoch would, and K such moves from one
     start overshoot K-fold (measured: 2 chains -0.003 to -0.014 test AUC, 4 chains -0.06 to
     -0.25, against -0.001 to +0.003 mixed)."""
-    return merge_by_steps(start, finals, counter="t")
+    return replace(merge_by_steps(start, finals, counter="t"),
+                   partners=_last_partners(start, finals))
 
 
 def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
                             counts: np.ndarray | None = None) -> np.ndarray:
-    """Differences ``x_i - x_j`` of ``n_pairs`` random within-chunk pairs (float64).
+    """Differences ``x_i - x_j`` of ``n_pairs`` random pairs (float64).
 
     Reads only as many randomly chosen chunks as needed to hold at least ``n_pairs``
-    positives and negatives (usually one), in one compute.
+    positives and negatives (usually one), in one compute; the pairs are drawn from the
+    positives and the negatives of all of them together.
     """
     rng = np.random.default_rng(seed)
     if counts is None:
         counts = block_class_counts(y)
     chosen, have_pos, have_neg = [], 0, 0
     for c in rng.permutation(len(counts)):
-        if counts[c, 0] == 0 or counts[c, 1] == 0:
+        if counts[c, 0] == 0 and counts[c, 1] == 0:
             continue
         chosen.append(int(c))
         have_neg += counts[c, 0]
         have_pos += counts[c, 1]
         if have_pos >= n_pairs and have_neg >= n_pairs:
             break
-    if not chosen:
-        raise ValueError("no chunk holds both a positive and a negative row")
+    if have_pos == 0 or have_neg == 0:
+        raise ValueError("the data must hold both positive and negative rows")
     blocks = dask.compute(*[(X.blocks[c], y.blocks[c]) for c in chosen])
-    diffs = []
-    per = -(-n_pairs // len(chosen))
-    for Xb, yb in blocks:
-        Xb = np.asarray(Xb, dtype=np.float64)
-        pos = np.flatnonzero(np.asarray(yb) > 0)
-        neg = np.flatnonzero(np.asarray(yb) < 0)
-        i = pos[rng.integers(0, pos.size, per)]
-        j = neg[rng.integers(0, neg.size, per)]
-        diffs.append(Xb[i] - Xb[j])
-    return np.ascontiguousarray(np.concatenate(diffs)[:n_pairs])
+
+    def rows(sign):  # n_pairs rows drawn uniformly among the chosen chunks' rows of a class
+        where = [(b, r) for b, (_, yb) in enumerate(blocks)
+                 for r in np.flatnonzero(np.sign(np.asarray(yb)) == sign)]
+        picks = rng.integers(0, len(where), n_pairs)
+        return np.stack([np.asarray(blocks[where[k][0]][0][where[k][1]], dtype=np.float64)
+                         for k in picks])
+
+    return np.ascontiguousarray(rows(1) - rows(-1))
 
 
 def search_eta0(D: np.ndarray, lam: float, *, factor: float = 2.0, max_steps: int = 60) -> float:
@@ -269,7 +318,7 @@ def pairwise_hinge_sgd(
         raise ValueError(f"X has {r} features but the previous fit had {state.w.shape[0]}")
     steps = steps_per_chunk(counts, n)
     params = dict(lam=float(lam), rskip=int(rskip), askip=int(askip) if average else 0,
-                  average_start=int(average_start))
+                  average_start=int(average_start), n_neg=int(counts[:, 0].sum()))
     history = []
     chains = resolve_chains(n_chains)
     X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only

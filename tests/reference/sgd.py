@@ -4,12 +4,14 @@ import numpy as np
 
 
 def pairwise_hinge_steps(X, pos, neg, ri, rj, w, wbar, t, q, lam, t0, rskip, askip,
-                         average_start=0):
-    """Plain-Python loop over the same steps the kernel runs; returns (w, wbar, t, q)."""
+                         average_start=0, partners=None):
+    """Plain-Python loop over the same steps the kernel runs; returns (w, wbar, t, q).
+    ``rj[s] < 0`` names row ``-1 - rj[s]`` of ``partners``."""
     w = np.array(w, dtype=np.float64)
     wbar = np.array(wbar, dtype=np.float64)
     for s in range(len(ri)):
-        x = X[pos[ri[s]]].astype(np.float64) - X[neg[rj[s]]].astype(np.float64)
+        xj = X[neg[rj[s]]] if rj[s] >= 0 else partners[-1 - rj[s]]
+        x = X[pos[ri[s]]].astype(np.float64) - xj.astype(np.float64)
         t += 1
         if float(np.dot(w, x)) < 1.0:
             w = w + x / (lam * (t + t0))
