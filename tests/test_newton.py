@@ -666,3 +666,20 @@ def test_streamed_chunks_are_shared_out_by_work_and_read_ahead_in_order(
         hp, q = op.hessian_product(h, p)
         np.testing.assert_allclose(q, X @ p, rtol=1e-12)
         np.testing.assert_allclose(hp, ref.hessian_product(hr, p)[0], rtol=1e-12)
+
+
+def test_place_rows_budgets_with_the_cluster_it_runs_on(dask_cluster_client, tmp_path,
+                                                        monkeypatch):
+    """Called without a client on a cluster, ``place_rows`` measures the cluster's workers,
+    not this machine: with the machine's memory it cached 8 GB of a 4M-row embedding in two
+    1.75 GiB workers, which spilled and were killed (scripts/scaling.py)."""
+    import daskauc.solvers.newton as newton
+
+    seen = []
+    monkeypatch.setattr(newton, "memory_budget",
+                        lambda client=None, working_bytes=0: seen.append(client) or 0)
+    X = np.ones((400, 3))
+    path = str(tmp_path / "X.zarr")
+    da.to_zarr(da.from_array(X, chunks=(100, 3)), path)
+    Xs, cached = newton.place_rows(da.from_zarr(path), "auto")
+    assert cached is None and seen and all(c is dask_cluster_client for c in seen)

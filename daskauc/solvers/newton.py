@@ -251,6 +251,8 @@ def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.A
     streams everything."""
     if is_materialized(X):
         return X, None
+    if client is None:  # the budget is the cluster's, not this machine's
+        client = _distributed_client()
     if should_persist(X, persist, client):
         chunks = persist_chunks(X, client)
         logger.info("persisting X (%.1f MB, %d row chunks) for the Newton iterations",
