@@ -53,17 +53,19 @@ def _split(X, y):
     return train_test_split(X, y, test_size=0.2, stratify=True, random_state=SEED)
 
 
-def load_dataset(name: str, cache_dir: str | None = None):
+def load_dataset(name: str, cache_dir: str | None = None, *, shuffle: bool = True):
     """``(X_train, y_train, X_test, y_test, note)``: raw features, labels in {-1, +1} (int8).
 
     The conventions of ../shared/data/README.md: the shipped train / test files where there
     are two (ijcnn1, a9a), else a stratified 80 / 20 split with seed 0; the positive class is
     the minority or the one the papers use (covtype type 2, spam, diabetic, mushrooms label 2,
-    usps digits 5-9). Training rows are shuffled once (seed 0): several files are ordered.
-    Cached as ``<cache_dir>/<name>-raw-shuffled.npz``.
+    usps digits 5-9). Training rows are shuffled once (seed 0): several files are ordered;
+    ``shuffle=False`` keeps them in the file's order (the 80 / 20 splits keep the file's order
+    within each part). Cached as ``<cache_dir>/<name>-raw-shuffled.npz`` (``-raw-file-order``).
     """
     cache_dir = cache_dir or CACHE_DIR
-    cache = os.path.join(cache_dir, f"{name}-raw-shuffled.npz")
+    cache = os.path.join(cache_dir,
+                         f"{name}-raw-{'shuffled' if shuffle else 'file-order'}.npz")
     if os.path.exists(cache):
         with np.load(cache, allow_pickle=False) as f:
             return f["Xtr"], f["ytr"], f["Xte"], f["yte"], str(f["note"])
@@ -106,9 +108,12 @@ def load_dataset(name: str, cache_dir: str | None = None):
             y, note = pm(lab > 0), "positive = +1"
         Xtr, Xte, ytr, yte = _split(X, y)
         note = f"{note}; {split}"
-    perm = np.random.default_rng(SEED).permutation(len(ytr))
-    Xtr, ytr = Xtr[perm], ytr[perm]
-    note += "; training rows shuffled once (seed 0)"
+    if shuffle:
+        perm = np.random.default_rng(SEED).permutation(len(ytr))
+        Xtr, ytr = Xtr[perm], ytr[perm]
+        note += "; training rows shuffled once (seed 0)"
+    else:
+        note += "; training rows in file order"
     out = (np.ascontiguousarray(Xtr, dtype=np.float64), np.asarray(ytr, dtype=np.int8),
            np.ascontiguousarray(Xte, dtype=np.float64), np.asarray(yte, dtype=np.int8), note)
     os.makedirs(cache_dir, exist_ok=True)

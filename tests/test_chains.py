@@ -383,16 +383,18 @@ def _hinge_chain(blocks, state, visits, steps, lam, t0):
     draws of ``_nsauc_step`` (positives of the chunk, negatives of the chunk or of the
     partners kept from the chunk before); returns the final ``w`` and every step's
     ``x_i - x_j`` (None where the margin held, no subgradient)."""
-    from daskauc.solvers.nsauc import draw_pairs
+    from daskauc.solvers.nsauc import draw_pairs, partner_rate, update_partners
 
     w, t, met = state.w.copy(), state.t, []
     n_neg = sum(int(np.sum(yb < 0)) for _, yb in blocks)
-    partners = state.partners if state.partners is not None else np.zeros((0, w.size))
+    rate = partner_rate(sum(int(np.any(yb < 0)) for _, yb in blocks), n_neg)
+    partners = state.partners
     for seed, c in visits:
         Xb, yb = blocks[c]
         pos, neg = np.flatnonzero(yb > 0), np.flatnonzero(yb < 0)
         rng = np.random.default_rng(seed)
-        ri, rj = draw_pairs(rng, int(steps[c]), pos.size, neg.size, len(partners), n_neg)
+        ri, rj = draw_pairs(rng, int(steps[c]), pos.size, neg.size,
+                            0 if partners is None else len(partners), n_neg)
         for i, j in zip(pos[ri], rj, strict=True):
             d = Xb[i] - (Xb[neg[j]] if j >= 0 else partners[-1 - j])
             t += 1
@@ -400,8 +402,7 @@ def _hinge_chain(blocks, state, visits, steps, lam, t0):
             if met[-1] is not None:
                 w = w + d / (lam * (t + t0))
             w = w * (1 - 1 / (t + t0))
-        if neg.size:  # fewer than PAIR_PARTNERS negatives per chunk here: all of them
-            partners = Xb[neg]
+        partners = update_partners(partners, Xb, neg, rng, rate)
     return w, met
 
 
@@ -516,7 +517,12 @@ def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
     if per_chunk == "steps":
         per_chunk = steps_per_chunk(block_class_counts(y), len(yn))
     if params.get("n_neg") == "n_neg":
-        params = {**params, "n_neg": int(np.sum(yn < 0))}
+        from daskauc.solvers.nsauc import partner_rate
+
+        counts = block_class_counts(y)
+        params = {**params, "n_neg": int(counts[:, 0].sum()),
+                  "partner_rate": partner_rate(int(np.count_nonzero(counts[:, 0])),
+                                               int(counts[:, 0].sum()))}
     with dask.config.set(scheduler="threads"):
         first = solver(X, y, n_epochs=1, random_state=0, **kw)
         given = solver(X, y, n_epochs=1, state=first.state, n_chains=1, **kw)

@@ -261,27 +261,28 @@ def test_solution_matches_lbfgs_on_brute_force(line_search, C):
     # the relative gradient norm is measured against its two terms, ||w|| and ||2C X^T g||
     g = ref.gradient(res.coef, X, y, C)
     terms = max(np.linalg.norm(res.coef), np.linalg.norm(g - res.coef))
+    # (the gradient is a difference of terms ~1e9 times larger: float64 rounding ~1e-12)
     np.testing.assert_allclose(res.history[-1]["rel_grad_norm"], np.linalg.norm(g) / terms,
-                               rtol=1e-4, atol=1e-14)
+                               rtol=1e-4, atol=1e-11)
 
 
 def test_a_warm_started_path_reaches_each_C_optimum_at_large_C():
     """The oracle is L-BFGS on the brute-force objective at each C. Along a path over
-    increasing C, each warm-started solve reaches that C's optimum (measured against
-    ||grad F(0)||, which grows with C, the solves of the larger C stopped at once with the
-    previous C's w), and the models keep changing with C."""
-    X, y = _float_problem(14, n=160)
-    est = RankSVM(C=2.0**-8, warm_start=True)
-    previous = None
-    for C in 2.0 ** np.arange(-8, 9, 4):
+    increasing C, each warm-started solve reaches that C's optimum. Measured against
+    ||grad F(0)||, which grows with C, the solves at C = 1 and 16 stopped at once (0 Newton
+    steps) with the previous C's w, 4.6e-3 and 4.8e-3 away from the optimum (relative);
+    against the gradient's two terms they take 4 steps and land within 1e-8."""
+    rng = np.random.default_rng(3)
+    n, d = 300, 30
+    X = rng.normal(size=(n, d))
+    y = np.where(X @ rng.normal(size=d) + 3 * rng.normal(size=n) > 0, 1, -1)
+    est = RankSVM(C=2.0**-12, warm_start=True)
+    for C in 2.0 ** np.arange(-12, 5, 4):
         est.set_params(C=float(C)).fit(X, y)
         w_ref, f_ref = _lbfgs_reference(X, y, C)
-        f = ref.objective(est.coef_, X, y, C)
-        assert f <= f_ref * (1 + 1e-5) + 1e-12, (C, f, f_ref)
         assert est.n_iter_ >= 1
-        if previous is not None:
-            assert np.linalg.norm(est.coef_ - previous) > 1e-3 * np.linalg.norm(previous)
-        previous = est.coef_.copy()
+        assert ref.objective(est.coef_, X, y, C) <= f_ref * (1 + 1e-6)
+        assert np.linalg.norm(est.coef_ - w_ref) <= 1e-3 * np.linalg.norm(w_ref), C
 
 
 def test_preconditioning_same_optimum_fewer_cg_steps():

@@ -70,44 +70,54 @@ def test_steps_per_chunk_proportional_to_positives():
 
 
 def test_pairs_are_uniform_over_all_pairs_whatever_the_chunks():
-    """The oracle is Algorithm 3's law, every positive-negative pair equally likely. Over many
-    epochs of random visiting orders, the empirical frequency of each (positive, negative)
-    pair (counted by replaying the draws of every visit, as the step makes them) is uniform
-    within its sampling error, on chunks of very different class mixes, including chunks of
-    one class only."""
-    from daskauc.solvers.nsauc import draw_pairs
+    """The oracle is Algorithm 3's law, every positive-negative pair equally likely. Replaying
+    the draws of 300 epochs of random visiting orders (as the step makes them, the pool of
+    partners holding row ids instead of rows) over 16 time-ordered chunks whose share of
+    positives rises from 10% to 60%, pairs across chunks are drawn as often as uniform pairs
+    are (94.7% of the draws, within 1%), and every negative is drawn as often as every other and every positive too, within 10%: the
+    law is uniform in expectation up to the pool's makeup (it spans the last ~3 chunks, first
+    in, first out, and its draws should avoid the current chunk's negatives, which it holds
+    when the chunk was visited at the end of the epoch before): measured 0.96-1.06 here, per
+    row summed over each chunk (~8,000 draws a chunk: sampling noise ~1%). Pairs drawn inside chunks (before) never pair rows of
+    different chunks; one partner chunk per visit (the first version of this change) drew the
+    negatives of positive-rich chunks up to 2x as often as the others."""
+    from daskauc.solvers.nsauc import draw_pairs, partner_rate, update_partners
     from daskauc.solvers.stream import epoch_plan, seed_root
 
-    # 4 chunks: labels clustered by chunk as in time-ordered data
-    y_chunks = [np.array([1, 1, 1, -1]), np.array([-1, -1, -1, -1, -1]),
-                np.array([1, -1, -1]), np.array([1, 1])]
+    rng0 = np.random.default_rng(5)
+    y_chunks = [np.where(rng0.random(40) < 0.1 + 0.5 * k / 15, 1, -1) for k in range(16)]
     counts = np.array([[np.sum(c < 0), np.sum(c > 0)] for c in y_chunks])
     n_neg, n_pos = counts.sum(axis=0)
-    steps = steps_per_chunk(counts, 200)
-    pos_id = [[(c, i) for i in np.flatnonzero(yc > 0)] for c, yc in enumerate(y_chunks)]
-    neg_id = [[(c, i) for i in np.flatnonzero(yc < 0)] for c, yc in enumerate(y_chunks)]
-    freq: dict = {}
+    steps = steps_per_chunk(counts, int(n_neg + n_pos))
+    ids = [(np.arange(len(c)) + 100 * k)[:, None] for k, c in enumerate(y_chunks)]
+    rate = partner_rate(int(np.count_nonzero(counts[:, 0])), int(n_neg))
+    per_pos: dict = {}
+    per_neg: dict = {}
+    across = 0
     entropy, key = seed_root(0)
-    for epoch in range(400):
-        order, seeds = epoch_plan(entropy, key, epoch, 4)
-        partners = []
+    pool = None
+    for epoch in range(300):
+        order, seeds = epoch_plan(entropy, key, epoch, len(y_chunks))
         for v, c in enumerate(order):
             rng = np.random.default_rng(seeds[v])
-            ri, rj = draw_pairs(rng, int(steps[c]), len(pos_id[c]), len(neg_id[c]),
-                                len(partners), int(n_neg))
+            pos, neg = np.flatnonzero(y_chunks[c] > 0), np.flatnonzero(y_chunks[c] < 0)
+            ri, rj = draw_pairs(rng, int(steps[c]), pos.size, neg.size,
+                                0 if pool is None else len(pool), int(n_neg))
             for i, j in zip(ri, rj, strict=True):
-                pair = (pos_id[c][i], neg_id[c][j] if j >= 0 else partners[-1 - j])
-                freq[pair] = freq.get(pair, 0) + 1
-            if neg_id[c]:  # all of them: fewer than PAIR_PARTNERS
-                partners = neg_id[c]
-    total = sum(freq.values())
-    assert len(freq) == n_pos * n_neg  # every pair occurs
-    expected = total / (n_pos * n_neg)
-    counts_seen = np.array(list(freq.values()), dtype=float)
-    # each count is about Poisson(expected): 4 standard deviations, and the spread overall
-    assert np.abs(counts_seen - expected).max() < 4.5 * np.sqrt(expected), (
-        counts_seen.min(), counts_seen.max(), expected)
-    assert abs(counts_seen.std() / np.sqrt(expected) - 1) < 0.25
+                a = int(ids[c][pos[i], 0])
+                b = int(ids[c][neg[j], 0]) if j >= 0 else int(pool[-1 - j, 0])
+                per_pos[a] = per_pos.get(a, 0) + 1
+                per_neg[b] = per_neg.get(b, 0) + 1
+                across += a // 100 != b // 100
+            pool = update_partners(pool, ids[c], neg, rng, rate)
+    assert len(per_neg) == n_neg and len(per_pos) == n_pos  # every row is drawn
+    total = sum(per_neg.values())
+    within = sum(int(cn * cp) for cn, cp in counts) / (n_pos * n_neg)
+    assert abs(across / total - (1 - within)) < 0.01, (across / total, 1 - within)
+    for marginal, col in ((per_neg, 0), (per_pos, 1)):  # per row, summed over each chunk
+        got = np.array([sum(v for r, v in marginal.items() if r // 100 == k) / counts[k, col]
+                        for k in range(16)]) / (total / counts[:, col].sum())
+        assert np.abs(got - 1).max() < 0.10, (got.min(), got.max())
 
 
 def test_time_ordered_chunks_learn_what_only_pairs_across_chunks_show():
@@ -129,8 +139,9 @@ def test_time_ordered_chunks_learn_what_only_pairs_across_chunks_show():
     many = PairwiseHingeSGD(**kw).fit(Xc, yc)
     auc_one, auc_many = roc_auc_score(y, X @ one.coef_), roc_auc_score(y, X @ many.coef_)
     without = roc_auc_score(y, X[:, 0])  # the drift feature left out
-    assert auc_one > without + 0.05
-    assert abs(auc_many - auc_one) < 0.005, (auc_many, auc_one, without)
+    # the drift is worth ~0.08 AUC; the two fits draw different pairs (SGD noise ~0.005)
+    assert auc_one > without + 0.05 and auc_many > without + 0.05, (auc_many, auc_one, without)
+    assert abs(auc_many - auc_one) < 0.015, (auc_many, auc_one, without)
 
 
 def test_separable_toy_reaches_auc_one():
@@ -187,7 +198,8 @@ def test_epoch_is_one_graph_with_named_tasks():
     state = PairwiseSGDState(w=np.zeros(6), wbar=np.zeros(6), t=0, q=0, t0=10.0)
     g = epoch_graph(_nsauc_step, Xd, yd, state, solver="nsauc", order=np.arange(8),
                     per_chunk=np.full(8, 10), params=dict(lam=1e-3, rskip=4, askip=4,
-                                                          average_start=0, n_neg=400))
+                                                          average_start=0, n_neg=400,
+                                                          partner_rate=1.0))
     names = {key_split(k) for k in dict(g.__dask_graph__())}
     assert "daskauc-nsauc-epoch" in names
 

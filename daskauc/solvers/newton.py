@@ -922,7 +922,7 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
     hint = (op.pos, op.neg)
     history: list[dict] = []
     grad_norm0 = None
-    grad_ref = None
+    grad_ref = start_ref = None
     converged = False
     n_iter = 0
     last: dict = {}
@@ -930,6 +930,7 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
         w = np.array(resume["w"], dtype=np.float64, copy=True)
         n_iter, grad_norm0, grad_ref = int(resume["n_iter"]), resume["grad_norm0"], \
             resume["grad_ref"]
+        start_ref = resume.get("start_ref")
         history, last = [dict(h) for h in resume["history"]], dict(resume["last"])
     reg = op.basis.regularize
     norm = op.basis.norm  # of gradients and residuals: ||R^{-1/2} v||, basis-independent
@@ -942,10 +943,13 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
         if grad_norm0 is None:
             grad_norm0 = norm(2.0 * C * sums[-1])
             extra_rows = sums[1:-1]
+            # equal class means make grad F(0) = 0 (w = 0 is then optimal, and the two terms
+            # below vanish with w): measure against the gradient at the start instead
+            start_ref = None if grad_norm0 > 0 else gnorm
         else:
             extra_rows = sums[1:]
-        # the gradient against the two terms that cancel at the optimum (module docstring)
-        grad_ref = max(norm(Rw), norm(2.0 * C * sums[0]))
+        # the gradient against the two terms that cancel at the optimum (``tol`` above)
+        grad_ref = start_ref if start_ref is not None else max(norm(Rw), norm(2.0 * C * sums[0]))
         ww = float(w @ Rw)
         F = 0.5 * ww + C * coef.loss
         rel = gnorm / grad_ref if grad_ref > 0 else 0.0
@@ -1025,7 +1029,8 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
                 "ls_steps": ls_steps, "decrement": -gs}
         if on_step is not None:
             on_step({"w": w.copy(), "n_iter": n_iter, "grad_norm0": grad_norm0,
-                     "grad_ref": grad_ref, "history": [dict(h) for h in history],
+                     "grad_ref": grad_ref, "start_ref": start_ref,
+                     "history": [dict(h) for h in history],
                      "last": dict(last)})
     return SolverResult(coef=w, n_iter=n_iter, converged=converged, history=history,
                         state={"grad_norm0": grad_norm0, "persisted": persisted,

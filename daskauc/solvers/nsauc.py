@@ -15,11 +15,15 @@ AUC. So every step pairs a positive of the chunk being visited with a negative d
   (largest-remainder rounding), and each step draws its positive uniformly from the chunk:
   over an epoch every positive is equally likely;
 * the negative is drawn, with probability ``m-_c / n-`` (the chunk's share of the negatives),
-  uniformly among the chunk's own negatives, and otherwise uniformly among its *partners*: up
-  to ``_config.PAIR_PARTNERS`` negatives sampled uniformly from the chunk visited before
-  (carried in the state; the first chunk visited uses its own). The chunks are visited in a
-  new random order every epoch, so the chunk before is a uniformly random other chunk, and
-  the negative is uniform over all negatives in expectation.
+  uniformly among the chunk's own negatives, and otherwise uniformly from a *partner pool*
+  carried in the state: the last ``_config.PAIR_PARTNERS`` negatives sampled from the chunks
+  visited before, each chunk adding a number in proportion to its negatives (so that the pool
+  spans about the last ``_config.PAIR_CHUNKS`` chunks; the first chunk visited uses its own).
+  The chunks are visited in a new random order every epoch, so the chunks before are random
+  other chunks, and since every chunk adds in proportion to its negatives, every negative has
+  the same expected number of copies in the pool: the partner is uniform over all negatives
+  in expectation. (Sampling one partner chunk per chunk instead made the negatives of chunks
+  with few negatives far more likely: found by the test of the pair law.)
 
 Every positive-negative pair of the data is therefore equally likely (in expectation over
 the visiting order), as in Algorithm 3, whatever the row order of the data; one chunk is
@@ -44,7 +48,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .._config import PAIR_PARTNERS
+from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._validation import seed_sequence, without_finite_check
 from ._linear import linear_scores
 from ._result import SolverResult
@@ -59,8 +63,8 @@ logger = logging.getLogger("daskauc")
 class PairwiseSGDState:
     """State carried from chunk to chunk (and between ``partial_fit`` calls).
 
-    ``partners``: negatives sampled from the last chunk visited that held some, the
-    partners of the next chunk's positives (module docstring); None before the first."""
+    ``partners``: the pool of negatives sampled from the chunks visited before, partners of
+    the next chunk's positives (module docstring); None before the first visit."""
 
     w: np.ndarray
     wbar: np.ndarray
@@ -108,31 +112,52 @@ def draw_pairs(rng: np.random.Generator, n_steps: int, n_pos: int, n_neg: int, n
 
 
 def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, n_steps, *, lam, rskip,
-                askip, average_start, n_neg):
+                askip, average_start, n_neg, partner_rate):
     X_block = np.ascontiguousarray(X_block)
     y_block = np.asarray(y_block)
     pos = np.flatnonzero(y_block > 0)
     neg = np.flatnonzero(y_block < 0)
     rng = np.random.default_rng(seed)
     partners = state.partners
-    if partners is None or partners.dtype != X_block.dtype:
+    if partners is None:
         partners = np.zeros((0, X_block.shape[1]), dtype=X_block.dtype)
+    partners = np.ascontiguousarray(partners, dtype=X_block.dtype)
     ri, rj = draw_pairs(rng, int(n_steps), pos.size, neg.size, partners.shape[0], int(n_neg))
     w = state.w.copy()
     wbar = state.wbar.copy()
     counters = np.array([state.t, state.q], dtype=np.int64)
     if ri.size:
-        _pairwise_hinge_steps(X_block, np.ascontiguousarray(partners), pos, neg, ri, rj, w,
+        _pairwise_hinge_steps(X_block, partners, pos, neg, ri, rj, w,
                               wbar, counters, float(lam), float(state.t0), int(rskip),
                               int(askip), int(average_start))
-    if neg.size:  # this chunk's negatives become the next chunk's partners
-        keep = neg if neg.size <= PAIR_PARTNERS else np.sort(
-            rng.choice(neg, PAIR_PARTNERS, replace=False))
-        partners = np.ascontiguousarray(X_block[keep])
-    else:
-        partners = state.partners
+    partners = update_partners(state.partners, X_block, neg, rng, partner_rate)
     return replace(state, w=w, wbar=wbar, t=int(counters[0]), q=int(counters[1]),
                    partners=partners)
+
+
+def update_partners(partners: np.ndarray | None, X_block: np.ndarray, neg: np.ndarray,
+                    rng: np.random.Generator, rate: float) -> np.ndarray | None:
+    """The partner pool after a visit: ``rate * m-`` of the chunk's negatives (stochastic
+    rounding, drawn with replacement) appended, the oldest dropped beyond
+    ``PAIR_PARTNERS`` rows. Every chunk adds in proportion to its negatives, so a negative's
+    expected number of copies in the pool is the same whichever chunk holds it."""
+    if neg.size == 0:
+        return partners
+    share = rate * neg.size
+    count = int(share) + int(rng.random() < share - int(share))
+    if count == 0:
+        return partners
+    new = X_block[neg[rng.integers(0, neg.size, size=count)]]
+    if partners is not None and partners.shape[1] == new.shape[1]:
+        new = np.concatenate([partners.astype(new.dtype, copy=False), new])
+    return np.ascontiguousarray(new[-PAIR_PARTNERS:])
+
+
+def partner_rate(n_chunks: int, n_neg: int) -> float:
+    """Negatives added to the pool per negative visited: a chunk with the mean number of
+    negatives adds ``PAIR_PARTNERS / PAIR_CHUNKS`` rows, so the pool spans about the last
+    ``PAIR_CHUNKS`` chunks visited."""
+    return PAIR_PARTNERS * max(1, n_chunks) / (PAIR_CHUNKS * max(1, n_neg))
 
 
 def merge_chains(start: PairwiseSGDState, finals: list[PairwiseSGDState],
@@ -158,8 +183,8 @@ def merge_chains(start: PairwiseSGDState, finals: list[PairwiseSGDState],
 
 
 def _last_partners(start: PairwiseSGDState, finals: list[PairwiseSGDState]):
-    """The merged state's partners: the last chain's (negatives of a chunk it visited last,
-    a random chunk of the epoch, as in one chain)."""
+    """The merged state's partner pool: the last chain's (negatives of the chunks it visited
+    last, random chunks of the epoch, as one chain's pool is)."""
     for f in reversed(finals):
         if f.partners is not None:
             return f.partners
@@ -318,7 +343,9 @@ def pairwise_hinge_sgd(
         raise ValueError(f"X has {r} features but the previous fit had {state.w.shape[0]}")
     steps = steps_per_chunk(counts, n)
     params = dict(lam=float(lam), rskip=int(rskip), askip=int(askip) if average else 0,
-                  average_start=int(average_start), n_neg=int(counts[:, 0].sum()))
+                  average_start=int(average_start), n_neg=int(counts[:, 0].sum()),
+                  partner_rate=partner_rate(int(np.count_nonzero(counts[:, 0])),
+                                            int(counts[:, 0].sum())))
     history = []
     chains = resolve_chains(n_chains)
     X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
