@@ -26,11 +26,11 @@ READ_AHEAD = 1
 #: (~4 ms on a LocalCluster, against ~11 ms for NSAUC over one 64 MiB chunk) stays small.
 CHAIN_TASK_BYTES = 256 * 2**20
 
-#: NSAUC / NSVMSGD2 pair the positives of a chunk with negatives of the chunks visited before,
-#: kept in their state: at most PAIR_PARTNERS rows (r floats each), from about the last
-#: PAIR_CHUNKS chunks (daskauc.solvers.nsauc).
-PAIR_PARTNERS = 512
-PAIR_CHUNKS = 4
+#: NSAUC / NSVMSGD2 pair the positives of a chunk with negatives of the last PAIR_CHUNKS
+#: chunks visited, samples of which they keep in their state: PAIR_PARTNERS rows in all
+#: (r floats each; 13 MB at r = 1600 float32) (daskauc.solvers.nsauc).
+PAIR_PARTNERS = 2048
+PAIR_CHUNKS = 8
 
 #: the time of a pass over one streamed row chunk (read from the store, then computed with)
 #: against the same chunk kept in memory, used to give each worker an equal share of a

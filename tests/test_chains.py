@@ -378,31 +378,39 @@ def test_univariate_chains_mix_w_and_b_and_merge_the_averages_exactly(loss):
     np.testing.assert_array_equal(merged.counts, [2 * len(yn), 2 * np.count_nonzero(yn > 0)])
 
 
-def _hinge_chain(blocks, state, visits, steps, lam, t0):
+def _hinge_chain(blocks, state, visits, lam, t0):
     """NSVMSGD2 (rskip = 1, no averaging) in plain Python over a chain's visits, with the
-    draws of ``_nsauc_step`` (positives of the chunk, negatives of the chunk or of the
-    partners kept from the chunk before); returns the final ``w`` and every step's
-    ``x_i - x_j`` (None where the margin held, no subgradient)."""
-    from daskauc.solvers.nsauc import draw_pairs, partner_rate, update_partners
+    draws of ``_nsauc_step`` (rows of the chunk and of the window of chunks before);
+    returns the final ``w`` and every step's ``x_i - x_j`` (None where the margin held, no
+    subgradient)."""
+    from daskauc.solvers.nsauc import draw_pairs, pair_rate, sample_partners, window_size
 
     w, t, met = state.w.copy(), state.t, []
-    n_neg = sum(int(np.sum(yb < 0)) for _, yb in blocks)
-    rate = partner_rate(sum(int(np.any(yb < 0)) for _, yb in blocks), n_neg)
-    partners = state.partners
+    C = len(blocks)
+    rate = pair_rate(np.array([[np.sum(yb < 0), np.sum(yb > 0)] for _, yb in blocks]))
+    window = list(zip(state.partners, state.partners_chunk, state.partners_of, strict=True))
     for seed, c in visits:
         Xb, yb = blocks[c]
         pos, neg = np.flatnonzero(yb > 0), np.flatnonzero(yb < 0)
         rng = np.random.default_rng(seed)
-        ri, rj = draw_pairs(rng, int(steps[c]), pos.size, neg.size,
-                            0 if partners is None else len(partners), n_neg)
-        for i, j in zip(pos[ri], rj, strict=True):
-            d = Xb[i] - (Xb[neg[j]] if j >= 0 else partners[-1 - j])
+        entries = [(e, of) for e, k, of in window if k != c]
+        ri, rj = draw_pairs(rng, pos.size, neg.size,
+                            [(len(pp), len(pn), *of) for (pp, pn), of in entries],
+                            rate=rate, n_chunks=C)
+        partners = np.concatenate([np.zeros((0, Xb.shape[1]))] + [
+            part for (pp, pn), _ in entries for part in (pp, pn)])
+        for i, j in zip(ri, rj, strict=True):
+            d = ((Xb[pos[i]] if i >= 0 else partners[-1 - i])
+                 - (Xb[neg[j]] if j >= 0 else partners[-1 - j]))
             t += 1
             met.append(d if w @ d < 1 else None)
             if met[-1] is not None:
                 w = w + d / (lam * (t + t0))
             w = w * (1 - 1 / (t + t0))
-        partners = update_partners(partners, Xb, neg, rng, rate)
+        window = [e for e in window if e[1] != c]
+        window = window[max(0, len(window) - window_size(C) + 1):]
+        window.append(((sample_partners(Xb, pos, rng, C), sample_partners(Xb, neg, rng, C)),
+                       c, (pos.size, neg.size)))
     return w, met
 
 
@@ -415,13 +423,11 @@ def test_nsauc_chains_add_subgradients_as_one_sequence_would():
     ``t_loc`` instead of ``t_glob``: ``|(t + t0)(w - w_replay)| <= sum ||g|| |1/(t_loc + t0) -
     1/(t_glob + t0)| / lam`` (stated bound, computed below). Mixing the iterates instead (the
     rule of the other solvers) misses the replay by far more than that bound."""
-    from daskauc.solvers.nsauc import pairwise_hinge_sgd, steps_per_chunk
-    from daskauc.solvers.stream import block_class_counts
+    from daskauc.solvers.nsauc import pairwise_hinge_sgd
 
     X, y, Xn, yn = _small()
     blocks = _blocks(X, Xn, yn)
     lam, t0 = 1e-4, 1e6
-    steps = steps_per_chunk(block_class_counts(y), len(yn))
     # NSAUC's iterate; askip so large that the average (merged exactly) never moves
     kw = {"lam": lam, "t0": t0, "rskip": 1, "average": True, "askip": 10**9}
     with dask.config.set(scheduler="threads"):
@@ -431,7 +437,7 @@ def test_nsauc_chains_add_subgradients_as_one_sequence_would():
             w_chains, met = [], []
             for k in range(2):
                 w, m = _hinge_chain(blocks, state, [(seeds[v], int(order[v]))
-                                                    for v in range(k, 8, 2)], steps, lam, t0)
+                                                    for v in range(k, 8, 2)], lam, t0)
                 w_chains.append(w)
                 met.append(m)
             res = pairwise_hinge_sgd(X, y, n_epochs=1, state=state, n_chains=2, **kw)
@@ -460,19 +466,17 @@ def test_nsauc_chains_add_subgradients_as_one_sequence_would():
 def test_nsvmsgd2_chains_mix_their_last_iterates_by_steps():
     """NSVMSGD2 (no averaging) with K = 2 chains: the merged ``w`` is the steps-weighted mean
     of the chains' last iterates, each chain run by hand from the same start."""
-    from daskauc.solvers.nsauc import pairwise_hinge_sgd, steps_per_chunk
-    from daskauc.solvers.stream import block_class_counts
+    from daskauc.solvers.nsauc import pairwise_hinge_sgd
 
     X, y, Xn, yn = _small()
     blocks = _blocks(X, Xn, yn)
     lam, t0 = 1e-4, 1e6
-    steps = steps_per_chunk(block_class_counts(y), len(yn))
     kw = {"lam": lam, "t0": t0, "rskip": 1, "average": False}
     with dask.config.set(scheduler="threads"):
         state = pairwise_hinge_sgd(X, y, n_epochs=1, random_state=0, **kw).state
         order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, 8)
         finals = [_hinge_chain(blocks, state, [(seeds[v], int(order[v]))
-                                               for v in range(k, 8, 2)], steps, lam, t0)
+                                               for v in range(k, 8, 2)], lam, t0)
                   for k in range(2)]
         res = pairwise_hinge_sgd(X, y, n_epochs=1, state=state, n_chains=2, **kw)
     mixed = np.average([w for w, _ in finals], axis=0, weights=[len(m) for _, m in finals])
@@ -499,7 +503,7 @@ def _sequential_cases():
                     univariate._univariate_step, {"loss": 1, **uni}, None),
         "nsvmsgd2": (nsauc.pairwise_hinge_sgd, {"lam": 1e-4, "t0": 1e6, "average": False},
                      nsauc._nsauc_step, {"lam": 1e-4, "rskip": 16, "askip": 0,
-                                         "average_start": 0, "n_neg": "n_neg"}, "steps"),
+                                         "average_start": 0, "rate": "rate"}, "chunks"),
     }
 
 
@@ -509,20 +513,16 @@ def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
     """n_chains=1, given or omitted, is the step applied over the epoch's order by hand (the
     sequential solver, without the chain machinery), bit for bit, from a state after one
     epoch."""
-    from daskauc.solvers.nsauc import steps_per_chunk
+    from daskauc.solvers.nsauc import pair_rate
     from daskauc.solvers.stream import block_class_counts
 
     solver, kw, step, params, per_chunk = _sequential_cases()[name]
     X, y, Xn, yn = _small()
-    if per_chunk == "steps":
-        per_chunk = steps_per_chunk(block_class_counts(y), len(yn))
-    if params.get("n_neg") == "n_neg":
-        from daskauc.solvers.nsauc import partner_rate
-
-        counts = block_class_counts(y)
-        params = {**params, "n_neg": int(counts[:, 0].sum()),
-                  "partner_rate": partner_rate(int(np.count_nonzero(counts[:, 0])),
-                                               int(counts[:, 0].sum()))}
+    if per_chunk == "chunks":
+        per_chunk = list(range(X.numblocks[0]))
+    if params.get("rate") == "rate":
+        params = {**params, "rate": pair_rate(block_class_counts(y)),
+                  "n_chunks": X.numblocks[0]}
     with dask.config.set(scheduler="threads"):
         first = solver(X, y, n_epochs=1, random_state=0, **kw)
         given = solver(X, y, n_epochs=1, state=first.state, n_chains=1, **kw)

@@ -15,10 +15,10 @@ from .._config import FASTMATH
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
 def _pairwise_hinge_steps(
     X,          # IN  (m, r) float32/float64, C-contiguous chunk
-    partners,   # IN  (k, r) same dtype, C-contiguous: negatives of another chunk (k may be 0)
+    partners,   # IN  (k, r) same dtype, C-contiguous: rows of other chunks (k may be 0)
     pos,        # IN  (m+,) int64 row indices of positives in X
     neg,        # IN  (m-,) int64 row indices of negatives in X
-    ri,         # IN  (s,) int64 indices into pos, one per step
+    ri,         # IN  (s,) int64 per step: i >= 0 is pos[i] of X, i < 0 is partners[-1 - i]
     rj,         # IN  (s,) int64 per step: j >= 0 is neg[j] of X, j < 0 is partners[-1 - j]
     w,          # INOUT (r,) float64 current iterate
     wbar,       # INOUT (r,) float64 average of the iterates
@@ -33,7 +33,11 @@ def _pairwise_hinge_steps(
     t = counters[0]
     q = counters[1]
     for s in range(ri.shape[0]):
-        xi = X[pos[ri[s]]]
+        i = ri[s]
+        if i >= 0:
+            xi = X[pos[i]]
+        else:
+            xi = partners[-1 - i]
         j = rj[s]
         if j >= 0:
             xj = X[neg[j]]
