@@ -497,3 +497,18 @@ def test_bad_data_errors():
     est = OPAUC(random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         est.partial_fit(np.c_[X, X], y)
+
+
+def test_mean_squared_row_norm_from_either_pass():
+    """Step sizes scale with the mean squared row norm: the first pass (class_means, many
+    chunks) and the statistics pass (class_statistics().means()) both give numpy's value."""
+    from daskauc.solvers.stats import class_means, class_statistics
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(500, 6)) * [1, 2, 3, 0.5, 10, 1] + 4
+    y = np.where(rng.random(500) < 0.3, 1, -1)
+    expected = float(np.mean(np.sum(X**2, axis=1)))
+    Xd = da.from_array(X, chunks=(90, 6))
+    yd = da.from_array(y, chunks=90)
+    assert class_means(Xd, yd).mean_sq_norm == pytest.approx(expected, rel=1e-12)
+    assert class_statistics(Xd, yd).means().mean_sq_norm == pytest.approx(expected, rel=1e-10)

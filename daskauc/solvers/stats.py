@@ -88,6 +88,8 @@ class ClassMeans(_PerClass):
         Sum of the rows of each class.
     max_norm_pos, max_norm_neg : float
         Largest Euclidean row norm in each class (0 for an empty class).
+    sum_sq_norm : float
+        Sum of the squared row norms over both classes (step sizes scale with its mean).
     """
 
     n_pos: int
@@ -96,6 +98,12 @@ class ClassMeans(_PerClass):
     sum_neg: np.ndarray
     max_norm_pos: float
     max_norm_neg: float
+    sum_sq_norm: float = 0.0
+
+    @property
+    def mean_sq_norm(self) -> float:
+        """Mean squared row norm ``(1/n) sum ||x_i||^2``."""
+        return self.sum_sq_norm / max(self.n, 1)
 
     @property
     def mean_pos(self) -> np.ndarray:
@@ -112,6 +120,7 @@ class ClassMeans(_PerClass):
             self.sum_pos + other.sum_pos, self.sum_neg + other.sum_neg,
             max(self.max_norm_pos, other.max_norm_pos),
             max(self.max_norm_neg, other.max_norm_neg),
+            self.sum_sq_norm + other.sum_sq_norm,
         )
 
 
@@ -174,8 +183,10 @@ class ClassStats(_PerClass):
 
     def means(self) -> ClassMeans:
         """The first-pass statistics contained in these."""
+        sq = (np.trace(self.m2_pos) + self.n_pos * float(self.mean_pos @ self.mean_pos)
+              + np.trace(self.m2_neg) + self.n_neg * float(self.mean_neg @ self.mean_neg))
         return ClassMeans(self.n_pos, self.n_neg, self.sum_pos, self.sum_neg,
-                          self.max_norm_pos, self.max_norm_neg)
+                          self.max_norm_pos, self.max_norm_neg, float(sq))
 
     def combine(self, other: ClassStats) -> ClassStats:
         """Statistics of the union of two disjoint row sets (exact, Chan et al.)."""
@@ -221,10 +232,13 @@ def _max_norm(Xc: np.ndarray) -> float:
 
 def _chunk_means(Xb, yb) -> ClassMeans:
     Xb, pos = _split(Xb, yb)
+    sq = np.einsum("ij,ij->i", Xb, Xb, dtype=np.float64)
     Xp, Xn = Xb[pos], Xb[~pos]
     return ClassMeans(int(Xp.shape[0]), int(Xn.shape[0]),
                       Xp.sum(axis=0, dtype=np.float64), Xn.sum(axis=0, dtype=np.float64),
-                      _max_norm(Xp), _max_norm(Xn))
+                      float(np.sqrt(sq[pos].max())) if pos.any() else 0.0,
+                      float(np.sqrt(sq[~pos].max())) if (~pos).any() else 0.0,
+                      float(sq.sum()))
 
 
 def _centred_scatter(Xc: np.ndarray, precision: str):
