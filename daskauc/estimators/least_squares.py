@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_n_features, check_params, check_X_y
+from .._validation import check_n_features, check_params, check_X_y, set_features_in
 from ..solvers._result import SolverResult
 from ..solvers.opauc import opauc
 from ..solvers.solam import PENALTIES as SOLAM_PENALTIES
@@ -62,12 +62,16 @@ class _LSModel(LinearAUCModel):
         Xd, yd, classes = check_X_y(X, y)
         if checkpoint is not None and not hasattr(self, "n_epochs"):
             raise ValueError(f"{type(self).__name__} has no epochs to checkpoint (one pass)")
+        set_features_in(self, X, Xd.shape[1])
+
+        rows = self._solver_rows(Xd, X, first=True)
 
         def run(state, n_epochs):  # the same data: its statistics are not merged again
-            return self._run(Xd, yd, state, n_epochs, False)
+            return self._run(rows, yd, state, n_epochs, False)
 
         self._fit_epochs(run, getattr(self, "n_epochs", 1), classes, Xd.shape[1],
-                         checkpoint=checkpoint, resume=resume)
+                         checkpoint=checkpoint, resume=resume,
+                         calibrate=lambda: self._calibrate_linear(Xd, yd, X))
         return self
 
     def partial_fit(self, X, y=None, classes=None):
@@ -84,19 +88,23 @@ class _LSModel(LinearAUCModel):
         state = self._state_to_continue()
         history: list = []
         n_done = 0
-        if state is not None:
-            check_n_features(Xd.shape, self.n_features_in_)
+        if state is None:
+            set_features_in(self, X, Xd.shape[1])
+        else:
+            check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
             if not np.array_equal(np.asarray(cls), self.classes_):
                 raise ValueError(
                     f"y has classes {list(cls)} but the model was fitted with "
                     f"{list(self.classes_)}"
                 )
             history, n_done = list(self.history_), self.n_iter_
-        res = self._run(Xd, yd, state, 1, state is not None)
+        res = self._run(self._solver_rows(Xd, X, first=state is None), yd, state, 1,
+                        state is not None)
         self._set_result(res, cls, Xd.shape[1])
         self.history_ = history + self.history_
         if self._counts_calls:
             self.n_iter_ = n_done + 1
+        self._calibrate_linear(Xd, yd, X, batch=True)
         return self
 
 
@@ -118,6 +126,9 @@ class LSAUC(_LSModel):
     history_ : list of dict
         The objective, the solve's relative residual and the timings.
     n_iter_, converged_, classes_, n_features_in_ : as every daskauc model.
+    intercept_, calibration_slope_ : float
+        The Platt calibration of ``X @ coef_`` (see :class:`daskauc.RankSVM`), for every
+        model of this module.
 
     Notes
     -----
@@ -362,6 +373,14 @@ class SPAM(_LSModel):
         With several chains, combine them after every ``sync_every`` chunks of each chain
         instead of once per epoch.
 
+    Attributes
+    ----------
+    center_ : ndarray (d,)
+        The point the rows were centred at for the solver: their mean when it dominates
+        their spread, else zeros (:mod:`daskauc.estimators._centring`; with ``eta = 1`` the
+        iterates overflow on rows around 100). LS is unchanged by a translation of the rows;
+        ``coef_`` applies to the rows as given.
+
     Notes
     -----
     Class means from a first pass (as the authors' code); per row a gradient step on
@@ -375,6 +394,7 @@ class SPAM(_LSModel):
     Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
     """
 
+    _centre_rows = True
     _params = {"lam": _LAM, "l1": (float, {"low": 0.0}),
                "eta": (float, {"low": 0.0, "include_low": False}),
                "schedule": (str, {"choices": SPAM_SCHEDULES}), "average": (bool, {}),

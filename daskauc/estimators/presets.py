@@ -17,10 +17,18 @@ import time
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_row_chunked, check_X_y, is_store_path
+from .. import _config
+from .._validation import (
+    check_predict_X,
+    check_X_y,
+    is_lazy_input,
+    set_features_in,
+    without_finite_check,
+)
+from ._base import AUCScoreMixin
 from .least_squares import SOLAM
 from .online import OAM
 from .pairwise_sgd import PairwiseHingeSGD
@@ -55,11 +63,33 @@ _EMBEDDING_DOC = """
         to a store. With a store, ``persist=True`` also loads it into memory once."""
 
 
-class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
+class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
     """Base of the presets: a standardized Nystroem embedding plus a linear solver.
 
     Subclasses set ``_solver`` (the linear estimator class), ``_solver_params`` (names of their
     parameters passed to it) and ``_feature_map`` ("nystroem" or "fourier").
+
+    A preset is a classifier (``decision_function``, ``predict``, ``predict_proba``, ``score``
+    as the AUC) and a transformer (``transform`` gives the embedding). Its scores are the
+    solver's on the embedding, calibrated by the solver at the end of the fit (Platt scaling,
+    :class:`daskauc.estimators._base.LinearAUCModel`): on every row for numpy input, on a
+    bounded sample of chunks otherwise. ``predict`` takes the more probable class; for
+    another threshold use scikit-learn's ``TunedThresholdClassifierCV`` or
+    ``FixedThresholdClassifier`` around the preset.
+
+    Attributes
+    ----------
+    scaler_ : StandardScaler or None
+    embedding_ : KMeansNystroem or RandomFourierFeatures
+        The fitted map; ``embedding_.n_components_`` is the width of ``transform``.
+    solver_ : the fitted linear estimator on the embedding.
+    coef_, intercept_, calibration_slope_ : the solver's (read-only views).
+    n_iter_ : int, the solver's epochs or Newton steps.
+    classes_ : ndarray, ``[negative, positive]`` label values.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str, when ``X`` was a dataframe with string column names.
+    history_ : list of dict, the solver's record.
+    timings_ : dict, seconds per stage (scale, landmarks, embed, solve).
     """
 
     _solver: type
@@ -103,6 +133,7 @@ class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
         timings = {}
         tic = time.perf_counter()
         Xd, yd, classes = check_X_y(X, y)
+        set_features_in(self, X, Xd.shape[1])
         if self.standardize:
             from ..data.scale import StandardScaler
 
@@ -125,10 +156,14 @@ class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
         tic = time.perf_counter()
         solver = self._make_solver()
         solver.fit(Z, yd, **solver_fit_kwargs)
+        if not is_lazy_input(X) and Z.shape[0] > _config.CALIBRATION_ROWS:
+            # the solver saw a dask embedding and calibrated on a sample of its chunks; numpy
+            # input is calibrated on every row
+            solver._calibrate_linear(Z, yd, X)
         self.solver_ = solver
         timings["solve"] = time.perf_counter() - tic
         self.classes_ = np.asarray(classes)
-        self.n_features_in_ = int(Xd.shape[1])
+        self.n_iter_ = int(getattr(solver, "n_iter_", 0))
         self.timings_ = timings
         self.history_ = list(getattr(solver, "history_", []))
         return self
@@ -148,41 +183,35 @@ class EmbeddedAUCModel(ClassifierMixin, BaseEstimator):
     def transform(self, X):
         """The embedding of ``X`` (standardized then mapped): numpy or lazy dask like the input."""
         check_is_fitted(self, "embedding_")
-        if is_store_path(X):
-            X = as_row_chunked(X)
-        return self.embedding_.transform(self._scale(X))
+        Xv = check_predict_X(self, X)
+        if isinstance(Xv, da.Array):  # the map (or the scaler) checks the values as it reads
+            Xv = without_finite_check(Xv)
+        return self.embedding_.transform(self._scale(Xv))
 
     def decision_function(self, X):
-        """Scores of ``X``: numpy for numpy input, a lazy dask array for dask or a store path."""
+        """Calibrated scores of ``X`` (the solver's on the embedding, float64): numpy for
+        numpy input, a lazy dask array for dask or a store path."""
         check_is_fitted(self, "solver_")
         return self.solver_.decision_function(self.transform(X))
-
-    def predict(self, X):
-        check_is_fitted(self, "solver_")
-        scores = self.decision_function(X)
-        classes = self.classes_
-        if isinstance(scores, da.Array):
-            return scores.map_blocks(lambda s: classes[(s > 0).astype(np.intp)],
-                                     dtype=classes.dtype, token="daskauc-predict")
-        return classes[(scores > 0).astype(np.intp)]
-
-    def score(self, X, y=None, sample_weight=None):
-        """Exact AUC of the scores of ``X`` against ``y``."""
-        from ..data.store import open_dataset
-        from ..metrics import roc_auc
-
-        if is_store_path(X) and y is None:
-            ds = open_dataset(X)
-            X, y = ds.X, ds.y
-        return float(roc_auc(y, self.decision_function(X)))
 
     @property
     def coef_(self):
         return self.solver_.coef_
 
+    @property
+    def intercept_(self):
+        return self.solver_.intercept_
+
+    @property
+    def calibration_slope_(self):
+        return self.solver_.calibration_slope_
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        try:  # transform's output has the dtype parameter's type, whatever the input's
+            tags.transformer_tags.preserves_dtype = [np.dtype(self.dtype).name]
+        except TypeError:
+            pass
         return tags
 
 

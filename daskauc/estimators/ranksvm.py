@@ -16,7 +16,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
-from .._validation import check_params, check_X_y, seed_sequence
+from .._validation import check_params, check_X_y, seed_sequence, set_features_in
 from ..solvers.newton import LINE_SEARCHES, prsvm_newton, should_persist
 from ._base import LinearAUCModel
 
@@ -58,8 +58,14 @@ class RankSVM(LinearAUCModel):
     converged_ : bool
     history_ : list of dict, one record per gradient evaluation (objective, gradient norm,
         CG steps, step length, seconds).
+    intercept_, calibration_slope_ : float
+        The Platt calibration of ``X @ coef_`` fitted at the end of ``fit``
+        (:mod:`daskauc.estimators._calibration`): ``decision_function(X) = X @ coef_ +
+        intercept_``, ``predict_proba`` has ``p = expit(calibration_slope_ *
+        decision_function(X))``, ``predict`` takes the more probable class.
     classes_ : ndarray, ``[negative, positive]`` label values.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, when ``X`` was a dataframe with string column names.
 
     Notes
     -----
@@ -115,6 +121,7 @@ class RankSVM(LinearAUCModel):
         """
         check_params(self, self._param_table)
         Xd, yd, classes = check_X_y(X, y)
+        set_features_in(self, X, Xd.shape[1])
         snapshot, on_step = None, None
         if checkpoint is not None:
             from ..io import save_model
@@ -125,6 +132,8 @@ class RankSVM(LinearAUCModel):
                 snapshot = previous._solver_state
 
             def on_step(state):
+                for stale in ("intercept_", "calibration_slope_"):  # of an earlier fit
+                    self.__dict__.pop(stale, None)
                 self.coef_, self.n_iter_ = state["w"].copy(), int(state["n_iter"])
                 self.converged_, self.history_ = False, list(state["history"])
                 self.classes_, self.n_features_in_ = np.asarray(classes), int(Xd.shape[1])
@@ -154,6 +163,7 @@ class RankSVM(LinearAUCModel):
                 "increase max_iter", ConvergenceWarning, stacklevel=2,
             )
         self._set_result(result, classes, Xd.shape[1])
+        self._calibrate_linear(Xd, yd, X)
         return self
 
 
