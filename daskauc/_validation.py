@@ -191,6 +191,23 @@ def as_row_chunked(
     )
 
 
+def default_chunks(X: da.Array) -> da.Array:
+    """``X`` (a 2-D dask array) in the row chunks daskauc cuts numpy input into: about 64 MiB
+    each (``_config.chunk_rows_for`` of its width and float dtype), one column chunk.
+
+    The rule that makes chunking deterministic: a stochastic solver streams row chunks, so
+    its model depends on the rows, ``random_state`` and the row chunks. numpy input is cut
+    into these default chunks; a dask array or a store keeps its own (they are the unit of
+    its reads and tasks). So numpy input and ``default_chunks(dask input)`` give the same
+    model, bit for bit (a dask array persisted on a cluster: rechunk before persisting).
+    """
+    if not isinstance(X, da.Array) or X.ndim != 2:
+        raise TypeError(f"default_chunks takes a 2-D dask array; got {type(X).__name__}")
+    itemsize = _float_dtype(X.dtype, "X").itemsize
+    rows = _config.chunk_rows_for(X.shape[1], itemsize, X.shape[0])
+    return X.rechunk({0: rows, 1: -1})
+
+
 def reject_sparse(X, name: str = "X") -> None:
     """Sparse matrices are not read (every solver streams dense row blocks): say so, rather
     than failing on an object dtype."""

@@ -170,7 +170,7 @@ def test_decision_proba_and_predict_agree_with_the_calibration(make):
 
 def test_dask_input_gives_lazy_named_outputs_with_the_same_values():
     X, y = _offset_problem()
-    est = RankSVM().fit(X, y)
+    est = RankSVM(C=1.0).fit(X, y)
     Xd = da.from_array(X, chunks=(128, -1))
     for method in ("decision_function", "predict_proba", "predict"):
         lazy = getattr(est, method)(Xd)
@@ -183,14 +183,14 @@ def test_dask_and_store_input_calibrate_on_a_bounded_sample(monkeypatch, tmp_pat
     X, y = _offset_problem(n=1000)
     y_pm1 = np.where(y > 0, 1, -1)
     rows = np.r_[0:100, 400:500, 900:1000]  # 3 chunks of 100 spread evenly
-    lazy = RankSVM().fit(da.from_array(X, chunks=(100, -1)), y)
+    lazy = RankSVM(C=1.0).fit(da.from_array(X, chunks=(100, -1)), y)
     fit = platt_scaling(X[rows] @ lazy.coef_, y_pm1[rows])
     assert lazy.calibration_slope_ == pytest.approx(fit.slope, rel=1e-9)
     store = dataset_store(tmp_path / "ds.zarr", X, y_pm1, rows=100)
-    stored = RankSVM().fit(store)
+    stored = RankSVM(C=1.0).fit(store)
     assert stored.calibration_slope_ == pytest.approx(fit.slope, rel=1e-6)
     # numpy input: every row, however many
-    eager = RankSVM().fit(X, y)
+    eager = RankSVM(C=1.0).fit(X, y)
     full = platt_scaling(X @ eager.coef_, y_pm1)
     assert eager.calibration_slope_ == pytest.approx(full.slope, rel=1e-9)
 

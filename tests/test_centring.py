@@ -35,7 +35,7 @@ def test_rows_far_from_the_origin_are_centred(make):
     # the same model as the solver on the centred rows
     kw = {"random_state": 0, "n_epochs": est.n_epochs}
     if isinstance(est, SPAM):
-        ref = spam(X - X.mean(axis=0), y, **kw)
+        ref = spam(X - X.mean(axis=0), y, eta=est.eta_, average=est.average, **kw)
     else:
         ref = univariate_sgd(X - X.mean(axis=0), y, loss=est.loss, **kw)
     np.testing.assert_allclose(est.coef_, ref.coef, rtol=1e-10, atol=1e-12)

@@ -393,8 +393,8 @@ def test_estimators_fit_partial_fit_and_auc(diabetes):
 
 def test_partial_fit_from_scratch_equals_fit_of_one_epoch():
     X, y = _synthetic(n=50, r=3, seed=14)
-    a = SPAM(lam=0.1, n_epochs=1, random_state=5).fit(X, y)
-    b = SPAM(lam=0.1, random_state=5).partial_fit(X, y)
+    a = SPAM(lam=0.1, n_epochs=1, random_state=5, average=True).fit(X, y)
+    b = SPAM(lam=0.1, random_state=5, average=True).partial_fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     c = SPAM(lam=0.1, n_epochs=1, random_state=5, average=False).fit(X, y)
     np.testing.assert_array_equal(c.coef_, a._solver_state.w)
@@ -448,9 +448,11 @@ def test_one_named_graph_per_pass(cls, name, first_pass, monkeypatch):
     with _Graphs() as g:
         cls(n_epochs=3, random_state=0).fit(Xd, yd)
     # the label check (check_X_y), SPAM's centring statistics (a bounded sample of chunks:
-    # here all), the class means (first pass), one graph per epoch, the calibration's scores
+    # here all), the class means (first pass), OPAUC's mean squared row norm for its "auto"
+    # step (a bounded sample: here all), one graph per epoch, the calibration's scores
     centring = cls is SPAM
-    assert len(g.keys) == 1 + centring + first_pass + 3 + 1
+    norms = cls is OPAUC
+    assert len(g.keys) == 1 + centring + first_pass + norms + 3 + 1
     if first_pass:
         assert any("daskauc-lsauc-means" in k for k in g.keys[1 + centring])
     for keys in g.keys[-4:-1]:

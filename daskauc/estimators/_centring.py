@@ -1,4 +1,7 @@
-"""Running a stochastic solver on rows centred at their mean, when that mean dominates.
+"""Row statistics of stochastic fits: centring the rows when their mean dominates, and the
+mean squared row norm that step sizes scale with.
+
+Running a stochastic solver on rows centred at their mean, when that mean dominates:
 
 Every objective of daskauc's linear models is unchanged by a translation ``c`` of the rows:
 the pairwise and least-squares AUC losses see only differences ``x_i - x_j``, and the
@@ -31,16 +34,27 @@ from ._calibration import calibration_blocks
 def dominant_mean(Xd: da.Array, *, all_rows: bool) -> np.ndarray:
     """The rows' mean when it dominates their spread (``||mean||^2 > mean ||x - mean||^2``),
     else zeros: from every row, or from a bounded sample of whole chunks (one compute)."""
-    rows = Xd
-    if not all_rows and Xd.shape[0] > _config.CALIBRATION_ROWS:
-        blocks, cut = calibration_blocks(Xd.chunks[0], _config.CALIBRATION_ROWS)
-        rows = Xd.blocks[blocks]
-        rows = rows[:cut] if cut is not None else rows
+    rows = _sample(Xd, all_rows)
     total, squares = dask.compute(rows.sum(axis=0, dtype=np.float64),
                                   da.einsum("ij,ij->", rows, rows, dtype=np.float64))
     mean = np.asarray(total, dtype=np.float64) / rows.shape[0]
     spread = float(squares) / rows.shape[0] - float(mean @ mean)
     return mean if float(mean @ mean) > spread else np.zeros_like(mean)
+
+
+def mean_sq_norm(Xd: da.Array, *, all_rows: bool) -> float:
+    """Mean squared row norm ``(1/n) sum ||x||^2``, from every row or from the bounded sample
+    of whole chunks the calibration uses (one compute): step sizes scale with it."""
+    rows = _sample(Xd, all_rows)
+    return float(da.einsum("ij,ij->", rows, rows, dtype=np.float64).compute()) / rows.shape[0]
+
+
+def _sample(Xd: da.Array, all_rows: bool) -> da.Array:
+    if all_rows or Xd.shape[0] <= _config.CALIBRATION_ROWS:
+        return Xd
+    blocks, cut = calibration_blocks(Xd.chunks[0], _config.CALIBRATION_ROWS)
+    rows = Xd.blocks[blocks]
+    return rows[:cut] if cut is not None else rows
 
 
 def centred_rows(Xd: da.Array, center: np.ndarray) -> da.Array:
