@@ -1,5 +1,6 @@
 """daskauc: out-of-core, Dask-distributed nonlinear AUC maximization."""
 
+from ._validation import default_chunks
 from ._version import __version__
 from .data import (
     Dataset,
@@ -32,6 +33,6 @@ __all__ = [
     "PairwiseHingeSGD", "RankSVM", "cv_select_C", "OAM", "UnivariateAUC",
     "NSAUC", "NSVMSGD2", "NBAUC", "RFAUC", "KernelRankSVM", "NOAM", "NSOLAM",
     "KernelAUC", "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
-    "load_model", "save_model", "roc_auc", "roc_curve",
+    "load_model", "save_model", "roc_auc", "roc_curve", "default_chunks",
     "StoreIntegrityError", "ModelFileError",
 ]

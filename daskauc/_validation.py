@@ -4,11 +4,19 @@ Every public entry point goes through here so errors read the same everywhere an
 problem (NaN, one class, shape mismatch, unknown chunk sizes, wrong dtype, missing store).
 Finiteness of dask input is checked lazily, inside the pass that reads the data, never by an
 extra pass of its own.
+
+Where scikit-learn's estimator checks look for particular words (``Expected 2D array``,
+``X has 3 features, but RankSVM is expecting 4 features as input``, ``0 feature(s)``,
+``Complex data not supported``, ``Only binary classification is supported``, ``Unknown label
+type: continuous``, a ``DataConversionWarning`` for a column-vector y ...), the messages use
+them and add daskauc's own advice; the error types are scikit-learn's (``ValueError`` for bad
+values and shapes, ``TypeError`` for sparse input and non-numeric objects).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any
@@ -26,6 +34,16 @@ def is_store_path(obj: Any) -> bool:
     return isinstance(obj, (str, os.PathLike))
 
 
+def _is_zarr_array(obj: Any) -> bool:
+    return type(obj).__module__.startswith("zarr") and hasattr(obj, "chunks")
+
+
+def is_lazy_input(X: Any) -> bool:
+    """True for input read chunk by chunk (a dask array, a Zarr array or a store path), whose
+    results are lazy dask arrays; False for in-memory input (numpy, lists, dataframes)."""
+    return isinstance(X, da.Array) or is_store_path(X) or _is_zarr_array(X)
+
+
 def _float_dtype(dtype: np.dtype, name: str, requested=None) -> np.dtype:
     if requested is not None:
         requested = np.dtype(requested)
@@ -41,6 +59,24 @@ def _float_dtype(dtype: np.dtype, name: str, requested=None) -> np.dtype:
     raise TypeError(
         f"{name} must hold real numbers (float32, float64, integers or booleans); "
         f"got dtype {dtype}"
+    )
+
+
+def _reject_complex(dtype: np.dtype, name: str) -> None:
+    if dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {dtype}; pass its real "
+                         "part, its magnitude or both as separate features")
+
+
+def check_2d(shape, name: str = "X") -> None:
+    """``X`` must be 2-D: one row per sample, one column per feature."""
+    if len(shape) == 2:
+        return
+    what = {0: "a scalar", 1: "a 1D array"}.get(len(shape), f"an array of dim {len(shape)}")
+    raise ValueError(
+        f"Expected 2D array, got {what} instead: {name} has shape {tuple(shape)} and must be "
+        "2-D (n_samples, n_features). Reshape your data either using array.reshape(-1, 1) if "
+        "your data has a single feature or array.reshape(1, -1) if it contains a single sample."
     )
 
 
@@ -74,6 +110,33 @@ def without_finite_check(X: da.Array) -> da.Array:
     return da.Array(X.dask, dep, X.chunks, meta=X._meta)
 
 
+def as_numpy_rows(X: Any, *, name: str = "X", dtype=None,
+                  check_finite_values: bool = True) -> np.ndarray:
+    """In-memory ``X`` (numpy, a list, a dataframe, anything with ``__array__``) as a
+    C-contiguous 2-D float32 / float64 numpy array.
+
+    Sparse matrices are refused (``TypeError``); an object array is converted to float64
+    when every value is a number (else ``TypeError``); complex values, a 1-D or 3-D array and
+    NaN or infinity are ``ValueError``. Integers and booleans become float64; float32 stays.
+    """
+    reject_sparse(X, name)
+    arr = np.asarray(X)
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} has dtype object and not every value is a number "
+                            f"({exc}); convert it to a numeric array first") from exc
+    _reject_complex(arr.dtype, name)
+    check_2d(arr.shape, name)
+    arr = np.ascontiguousarray(arr, dtype=_float_dtype(arr.dtype, name, dtype))
+    if check_finite_values and not np.isfinite(arr).all():
+        row = int(np.argwhere(~np.isfinite(arr))[0][0])
+        raise ValueError(f"{name} contains NaN or infinity (first in row {row}); "
+                         "impute or drop those values first")
+    return arr
+
+
 def as_row_chunked(
     X: Any,
     *,
@@ -93,18 +156,12 @@ def as_row_chunked(
         from .data.store import open_dataset
 
         X = open_dataset(X).X
-    else:
-        try:
-            import zarr
-
-            if isinstance(X, zarr.Array):
-                X = da.from_zarr(X)
-        except ImportError:  # pragma: no cover - zarr is a hard dependency
-            pass
+    elif _is_zarr_array(X):
+        X = da.from_zarr(X)
 
     if isinstance(X, da.Array):
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
+        _reject_complex(X.dtype, name)
+        check_2d(X.shape, name)
         if any(np.isnan(c) for cs in X.chunks for c in cs):
             raise ValueError(
                 f"{name} has unknown chunk sizes (typically after boolean indexing or from a "
@@ -123,15 +180,8 @@ def as_row_chunked(
         return X
 
     if hasattr(X, "__array__") or isinstance(X, (list, tuple)):
-        arr = np.asarray(X)
-        if arr.dtype == object:
-            raise TypeError(f"{name} has dtype object; convert it to a numeric array first")
-        if arr.ndim != 2:
-            raise ValueError(
-                f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}"
-            )
+        arr = as_numpy_rows(X, name=name, dtype=dtype, check_finite_values=False)
         check_not_empty(arr.shape, name)
-        arr = np.ascontiguousarray(arr, dtype=_float_dtype(arr.dtype, name, dtype))
         rows = chunk_rows or _config.chunk_rows_for(arr.shape[1], arr.itemsize, arr.shape[0])
         return numpy_row_blocks(arr, max(1, rows), name=name, check=check_finite_values)
 
@@ -139,6 +189,23 @@ def as_row_chunked(
         f"{name} must be a numpy array, a dask array, a zarr array or a store path; "
         f"got {type(X).__name__}"
     )
+
+
+def default_chunks(X: da.Array) -> da.Array:
+    """``X`` (a 2-D dask array) in the row chunks daskauc cuts numpy input into: about 64 MiB
+    each (``_config.chunk_rows_for`` of its width and float dtype), one column chunk.
+
+    The rule that makes chunking deterministic: a stochastic solver streams row chunks, so
+    its model depends on the rows, ``random_state`` and the row chunks. numpy input is cut
+    into these default chunks; a dask array or a store keeps its own (they are the unit of
+    its reads and tasks). So numpy input and ``default_chunks(dask input)`` give the same
+    model, bit for bit (a dask array persisted on a cluster: rechunk before persisting).
+    """
+    if not isinstance(X, da.Array) or X.ndim != 2:
+        raise TypeError(f"default_chunks takes a 2-D dask array; got {type(X).__name__}")
+    itemsize = _float_dtype(X.dtype, "X").itemsize
+    rows = _config.chunk_rows_for(X.shape[1], itemsize, X.shape[0])
+    return X.rechunk({0: rows, 1: -1})
 
 
 def reject_sparse(X, name: str = "X") -> None:
@@ -151,12 +218,21 @@ def reject_sparse(X, name: str = "X") -> None:
             "ingest that (it is densified chunk by chunk)")
 
 
-def check_not_empty(shape, name: str = "X") -> None:
-    """At least one row and one feature (an empty X would fit an empty model)."""
-    if shape[0] == 0:
-        raise ValueError(f"{name} has 0 samples (shape={tuple(shape)}); at least 1 is required")
-    if shape[1] == 0:
-        raise ValueError(f"{name} has 0 features (shape={tuple(shape)}); at least 1 is required")
+def check_not_empty(shape, name: str = "X", min_samples: int = 1) -> None:
+    """At least ``min_samples`` rows and one feature (an empty X would fit an empty model).
+
+    The wording is scikit-learn's (``Found array with 0 feature(s) (shape=(10, 0)) while a
+    minimum of 1 is required``), after daskauc's own.
+    """
+    n, d = int(shape[0]), int(shape[1])
+    if n < min_samples:
+        raise ValueError(
+            f"{name} has {n} {'sample' if n == 1 else 'samples'}: found array with {n} "
+            f"sample(s) (shape={(n, d)}) while a minimum of {min_samples} is required.")
+    if d == 0:
+        raise ValueError(
+            f"{name} has 0 features: found array with 0 feature(s) (shape={(n, d)}) while a "
+            "minimum of 1 is required.")
 
 
 def numpy_row_blocks(arr: np.ndarray, rows: int, *, name: str = "X",
@@ -188,6 +264,89 @@ def numpy_row_blocks(arr: np.ndarray, rows: int, *, name: str = "X",
     return da.Array(graph, key, chunks=(tuple(sizes), (arr.shape[1],)), meta=arr[:0])
 
 
+# ----------------------------------------------------------------------------- features
+
+
+def feature_names_of(X: Any) -> np.ndarray | None:
+    """The column names of a dataframe ``X`` when they are all strings (scikit-learn's rule:
+    then they are recorded and checked), None when there are none or none is a string."""
+    columns = getattr(X, "columns", None)
+    if columns is None or isinstance(X, da.Array) or is_store_path(X):
+        return None
+    names = np.asarray(list(columns), dtype=object)
+    kinds = sorted({type(n).__name__ for n in names})
+    if names.size == 0 or "str" not in kinds:
+        return None
+    if len(kinds) > 1:
+        raise TypeError(
+            "Feature names are only supported if all input features have string names, but "
+            f"your input has {kinds} as feature name / column name types; convert them all "
+            "to strings (X.columns = X.columns.astype(str)) or to a non-string type")
+    return names
+
+
+def set_features_in(est, X: Any, n_features: int) -> None:
+    """Record ``n_features_in_`` and, for a dataframe with string column names,
+    ``feature_names_in_`` (a stale one from an earlier fit is removed)."""
+    est.n_features_in_ = int(n_features)
+    names = feature_names_of(X)
+    if names is None:
+        est.__dict__.pop("feature_names_in_", None)
+    else:
+        est.feature_names_in_ = names
+
+
+def check_n_features(X_shape, expected: int, what: str = "the model") -> None:
+    """The number of columns at fit time; ``what`` names the estimator (its class name)."""
+    if X_shape[1] != expected:
+        raise ValueError(
+            f"X has {X_shape[1]} features, but {what} is expecting {expected} features as "
+            "input; pass data with the same columns as at fit time"
+        )
+
+
+def _check_feature_names(est, X) -> None:
+    fitted = getattr(est, "feature_names_in_", None)
+    names = feature_names_of(X)
+    cls = type(est).__name__
+    if fitted is None and names is None:
+        return
+    if names is None:
+        warnings.warn(f"X does not have valid feature names, but {cls} was fitted with "
+                      "feature names", UserWarning, stacklevel=4)
+    elif fitted is None:
+        warnings.warn(f"X has feature names, but {cls} was fitted without feature names",
+                      UserWarning, stacklevel=4)
+    elif len(names) != len(fitted) or np.any(names != fitted):
+        unseen = [n for n in names if n not in set(fitted)][:5]
+        missing = [n for n in fitted if n not in set(names)][:5]
+        raise ValueError(
+            "The feature names should match those that were passed during fit: "
+            f"{cls} was fitted with {list(fitted)[:10]}; "
+            + (f"unseen at fit time: {unseen}; " if unseen else "")
+            + (f"missing: {missing}; " if missing else "")
+            + "pass the same columns in the same order")
+
+
+def check_predict_X(est, X: Any, *, dtype=None):
+    """``X`` for ``predict`` / ``transform`` / ``decision_function`` of a fitted ``est``.
+
+    In-memory input gives a validated numpy array, a dask array, Zarr array or store path a
+    row-chunked dask array (so each method returns the input's kind). The number of features
+    (and, for a dataframe, the column names) must be those seen by ``fit``.
+    """
+    if is_lazy_input(X):
+        Xv = as_row_chunked(X, dtype=dtype)
+    else:
+        _check_feature_names(est, X)
+        Xv = as_numpy_rows(X, dtype=dtype)
+    check_n_features(Xv.shape, est.n_features_in_, type(est).__name__)
+    return Xv
+
+
+# ----------------------------------------------------------------------------- labels
+
+
 def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -> np.ndarray:
     """Decide which raw label values are positive; return them as an array.
 
@@ -206,7 +365,14 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
         return pos
     if uniq.size < 2:
         raise ValueError(
-            f"y has a single class ({uniq.tolist()}): AUC needs both positive and negative rows"
+            f"y has a single class ({uniq.tolist()}): AUC needs both positive and negative "
+            "rows (one class gives no positive-negative pair)"
+        )
+    if uniq.size > 2 and uniq.dtype.kind == "f" and np.any(uniq != np.floor(uniq)):
+        raise ValueError(
+            f"Unknown label type: continuous. y holds {uniq.size} distinct values, not all "
+            f"integers ({uniq.tolist()[:5]} ...); daskauc ranks two classes: threshold the "
+            "target into two classes first"
         )
     if pos_label is not None:
         if not np.isin(np.asarray([pos_label], dtype=uniq.dtype), uniq)[0]:
@@ -215,14 +381,16 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
             )
         if uniq.size > 2:
             raise ValueError(
-                f"y has {uniq.size} classes {uniq.tolist()[:10]}; group them into two sets with "
-                "positive_classes=[...] (pos_label names a single class)"
+                f"Only binary classification is supported. y has {uniq.size} classes "
+                f"{uniq.tolist()[:10]}; group them into two sets with positive_classes=[...] "
+                "(pos_label names a single class)"
             )
         return np.asarray([pos_label], dtype=uniq.dtype)
     if uniq.size > 2:
         raise ValueError(
-            f"y has {uniq.size} classes {uniq.tolist()[:10]}; daskauc is for binary problems: "
-            "group the classes with positive_classes=[...]"
+            f"Only binary classification is supported. y has {uniq.size} classes "
+            f"{uniq.tolist()[:10]}; daskauc is for binary problems: group the classes with "
+            "positive_classes=[...]"
         )
     return uniq[1:]
 
@@ -231,20 +399,31 @@ def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:
     return np.where(np.isin(block, positives), 1, -1).astype(np.int8)
 
 
+def _warn_column_vector(name: str) -> None:
+    from sklearn.exceptions import DataConversionWarning
+
+    warnings.warn(
+        f"A column-vector y was passed when a 1d array was expected. Please change the shape "
+        f"of {name} to (n_samples,), for example using ravel().",
+        DataConversionWarning, stacklevel=4)
+
+
 def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y"):
     """Map labels of any two-valued convention to int8 {-1, +1}.
 
     Returns ``(y_pm1, classes)`` where ``y_pm1`` has the input's kind (numpy or dask) and
     ``classes`` is ``[negative_value, positive_value]`` when the labels are two-valued (for a
-    grouping, the raw class values are returned as ``[negatives, positives]`` lists).
+    grouping, the raw class values are returned as ``[negatives, positives]`` lists). A
+    column vector (n, 1) is raveled with a ``DataConversionWarning``, as scikit-learn does.
     """
     if is_store_path(y):
         from .data.store import open_dataset
 
         y = open_dataset(y).y
     if isinstance(y, da.Array):
-        if y.ndim != 1:
-            y = y.ravel() if (y.ndim == 2 and y.shape[1] == 1) else y
+        if y.ndim == 2 and y.shape[1] == 1:
+            _warn_column_vector(name)
+            y = y.ravel()
         if y.ndim != 1:
             raise ValueError(f"{name} must be 1-D; got shape {y.shape}")
         uniq = np.unique(da.unique(y).compute())
@@ -254,6 +433,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
         )
     arr = np.asarray(y)
     if arr.ndim == 2 and arr.shape[1] == 1:
+        _warn_column_vector(name)
         arr = arr.ravel()
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D; got shape {arr.shape}")
@@ -284,7 +464,8 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
         X, y = ds.X, ds.y
     Xd = as_row_chunked(X, dtype=dtype, chunk_rows=chunk_rows)
     if y is None:
-        raise ValueError("y is required: pass labels, or a dataset store path as X")
+        raise ValueError("This estimator requires y to be passed, but the target y is None: "
+                         "pass labels, or a dataset store path as X")
     y_pm1, classes = as_labels(y, pos_label=pos_label, positive_classes=positive_classes)
     n_y = y_pm1.shape[0]
     if n_y != Xd.shape[0]:
@@ -298,12 +479,7 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
     return Xd, yd, classes
 
 
-def check_n_features(X_shape, expected: int, what: str = "the fitted model") -> None:
-    if X_shape[1] != expected:
-        raise ValueError(
-            f"X has {X_shape[1]} features but {what} was fitted with {expected}; "
-            "transform data with the same columns as at fit time"
-        )
+# ----------------------------------------------------------------------------- parameters
 
 
 def check_param(name: str, value, kind, *, low=None, high=None, include_low=True, choices=None):
@@ -348,3 +524,14 @@ def seed_sequence(random_state) -> np.random.SeedSequence:
     if random_state is None or isinstance(random_state, Integral):
         return np.random.SeedSequence(random_state)
     raise TypeError(f"random_state must be None, an int or a numpy Generator; got {random_state!r}")
+
+
+def preserved_dtypes(dtype) -> list[str]:
+    """The ``transformer_tags.preserves_dtype`` of a transformer with a ``dtype`` parameter:
+    the input's float dtype when it is None, else that dtype only."""
+    if dtype is None:
+        return ["float64", "float32"]
+    try:
+        return [np.dtype(dtype).name]
+    except TypeError:
+        return ["float64"]

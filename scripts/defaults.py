@@ -87,12 +87,56 @@ def run(method: str, seeds: int) -> dict:
                 np.median(times)), "defaults": params, "load_average": os.getloadavg()}
 
 
+def reasons() -> list[str]:
+    """Measured context for the rows short of the paper: the least-squares ceiling on a9a
+    (OPAUC and SPAM minimize LS: the exact LS model, best over a lam grid, against the test
+    set), and linear RankSVM over other random 80/20 splits of spambase."""
+    from daskauc import LSAUC, MinMaxScaler, RankSVM, StandardScaler, roc_auc
+    from daskauc.data import train_test_split
+
+    lines = []
+    Xtr, ytr, Xte, yte, _ = load_dataset("a9a", shuffle=False)
+    sc = MinMaxScaler().fit(Xtr)
+    ls = {lam: float(roc_auc(yte, LSAUC(lam=lam).fit(sc.transform(Xtr), ytr)
+                             .decision_function(sc.transform(Xte))))
+          for lam in (1e-4, 1e-3, 1e-2, 1e-1, 1.0)}
+    best = max(ls, key=ls.get)
+    lines.append(f"- a9a, the least-squares ceiling: the exact LS minimizer (LSAUC) reaches "
+                 f"{ls[best]:.4f} test AUC at its best lam ({best:g}; "
+                 + ", ".join(f"{k:g}: {v:.4f}" for k, v in ls.items())
+                 + "), lam chosen against the test set. OPAUC and SPAM are stochastic methods "
+                 f"for that objective; at their default lam (1e-3) its exact minimizer gives "
+                 f"{ls[1e-3]:.4f}, where their rows above land. The paper's 0.9002 for OPAUC "
+                 "is this ceiling at the best lam, 0.0002 above the defaults' (the seeds "
+                 "spread 0.0003).")
+    Xs, ys, Xs_te, ys_te, _ = load_dataset("spambase", shuffle=False)
+    X = np.concatenate([Xs, Xs_te])
+    y = np.concatenate([ys, ys_te])
+    aucs = []
+    for seed in range(20):
+        Xa, Xb, ya, yb = train_test_split(X, y, test_size=0.2, stratify=True, random_state=seed)
+        st = StandardScaler().fit(Xa)
+        m = RankSVM(random_state=0).fit(st.transform(Xa), ya)
+        aucs.append(float(roc_auc(yb, m.decision_function(st.transform(Xb)))))
+    aucs = np.array(aucs)
+    lines.append(f"- spambase, linear RankSVM with defaults over 20 random stratified 80/20 "
+                 f"splits (seeds 0-19): test AUC {aucs.min():.4f}-{aucs.max():.4f}, mean "
+                 f"{aucs.mean():.4f}, {int(np.sum(aucs >= 0.9747))} of 20 at or above the "
+                 "paper's 0.9747. The split moves the test AUC by 0.015, C by less than 0.004 "
+                 "(docs/benchmarks/reproduce: every C of 2^-15 ... 2^9 gives 0.9647-0.9683 on "
+                 "split 0): the paper's figure is one split's, and the protocol does not say "
+                 "which.")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(CASES),
                     help="comma-separated methods (default: all)")
     ap.add_argument("--seeds", type=int, default=3,
                     help="random_state 0..seeds-1 for the stochastic methods")
+    ap.add_argument("--no-reasons", action="store_true",
+                    help="skip the measurements behind the rows short of the paper")
     args = ap.parse_args(argv)
     rows = [run(m, args.seeds) for m in args.only.split(",")]
     table = [{"dataset": r["dataset"], "method": r["method"],
@@ -110,6 +154,8 @@ def main(argv=None) -> int:
           f"Load average at the end: {os.getloadavg()[0]:.2f}.", "", md_table(table), ""]
     for r in rows:
         md.append(f"- {r['method']}: {r['data']}; defaults {r['defaults']}")
+    if not args.no_reasons:
+        md += ["", "## Where the paper's figure is not reached", "", *reasons()]
     write_results("defaults", rows, "\n".join(md))
     return 0
 

@@ -36,10 +36,10 @@ def test_fit_predict_score_on_numpy_and_dask():
     est = KernelAUC(centres=C, **FIXED).fit(X, y)
     s = est.decision_function(Xt)
     assert isinstance(s, np.ndarray) and s.shape == (200,)
-    # the model is the kernel expansion over the scaled centres
+    # the model is the kernel expansion over the scaled centres, shifted by the calibration
     Xs = (Xt - est.scaler_.mean_) / est.scaler_.scale_
-    np.testing.assert_allclose(s, ref.gaussian(Xs, est.centres_, 0.5) @ est.dual_coef_,
-                               rtol=1e-4, atol=1e-5 * np.abs(s).max())
+    f = ref.gaussian(Xs, est.centres_, 0.5) @ est.dual_coef_
+    np.testing.assert_allclose(s - est.intercept_, f, rtol=1e-4, atol=1e-5 * np.abs(f).max())
     assert est.score(Xt, yt) == pytest.approx(roc_auc_score(yt, s), abs=1e-12)
     assert est.score(Xt, yt) > 0.85
     assert set(np.unique(est.predict(Xt))) <= {-1, 1}

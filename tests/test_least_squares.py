@@ -393,8 +393,8 @@ def test_estimators_fit_partial_fit_and_auc(diabetes):
 
 def test_partial_fit_from_scratch_equals_fit_of_one_epoch():
     X, y = _synthetic(n=50, r=3, seed=14)
-    a = SPAM(lam=0.1, n_epochs=1, random_state=5).fit(X, y)
-    b = SPAM(lam=0.1, random_state=5).partial_fit(X, y)
+    a = SPAM(lam=0.1, n_epochs=1, random_state=5, average=True).fit(X, y)
+    b = SPAM(lam=0.1, random_state=5, average=True).partial_fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     c = SPAM(lam=0.1, n_epochs=1, random_state=5, average=False).fit(X, y)
     np.testing.assert_array_equal(c.coef_, a._solver_state.w)
@@ -447,16 +447,22 @@ def test_one_named_graph_per_pass(cls, name, first_pass, monkeypatch):
     yd = da.from_array(y, chunks=(20,))
     with _Graphs() as g:
         cls(n_epochs=3, random_state=0).fit(Xd, yd)
-    # the label check (check_X_y), the class means (first pass), one graph per epoch
-    assert len(g.keys) == 1 + first_pass + 3
+    # the label check (check_X_y), SPAM's centring statistics (a bounded sample of chunks:
+    # here all), the class means (first pass), OPAUC's mean squared row norm for its "auto"
+    # step (a bounded sample: here all), one graph per epoch, the calibration's scores
+    centring = cls is SPAM
+    norms = cls is OPAUC
+    assert len(g.keys) == 1 + centring + first_pass + norms + 3 + 1
     if first_pass:
-        assert any("daskauc-lsauc-means" in k for k in g.keys[1])
-    for keys in g.keys[-3:]:
+        assert any("daskauc-lsauc-means" in k for k in g.keys[1 + centring])
+    for keys in g.keys[-4:-1]:
         # one task per chunk, plus the key holding the initial state
         assert sum(k.startswith(f"('{name}") for k in keys) == 4 + 1
+    assert any("daskauc-scores" in k for k in g.keys[-1])
     with _Graphs() as g:
         LSAUC().fit(Xd, yd)
-    assert len(g.keys) == 2 and any("daskauc-lsauc-stats" in k for k in g.keys[1])
+    assert len(g.keys) == 3 and any("daskauc-lsauc-stats" in k for k in g.keys[1])
+    assert any("daskauc-scores" in k for k in g.keys[2])
 
 
 def test_spdam_partial_fit_needs_same_rows():

@@ -543,9 +543,9 @@ def test_ranksvm_estimator_contract():
     np.testing.assert_allclose(est.coef_, direct.coef, rtol=1e-12)
     assert est.n_iter_ == direct.n_iter and est.converged_
     np.testing.assert_array_equal(est.classes_, [0, 1])
-    np.testing.assert_allclose(est.decision_function(X), X @ est.coef_)
+    np.testing.assert_allclose(est.decision_function(X), X @ est.coef_ + est.intercept_)
     scores_dask = est.decision_function(da.from_array(X, chunks=(50, X.shape[1])))
-    np.testing.assert_allclose(scores_dask.compute(), X @ est.coef_)
+    np.testing.assert_allclose(scores_dask.compute(), X @ est.coef_ + est.intercept_)
     again = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(again.coef_, est.coef_)
     assert clone(est).get_params() == est.get_params()

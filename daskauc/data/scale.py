@@ -19,7 +19,15 @@ from dask.highlevelgraph import HighLevelGraph
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_row_chunked, check_n_features, check_param, is_store_path
+from .._validation import (
+    as_numpy_rows,
+    as_row_chunked,
+    check_not_empty,
+    check_param,
+    check_predict_X,
+    is_lazy_input,
+    set_features_in,
+)
 
 __all__ = ["StandardScaler", "MinMaxScaler", "normalize_rows"]
 
@@ -92,36 +100,31 @@ def _combine_extrema(a, b):
 
 def _as_input(X):
     """(kind, array): numpy stays numpy (float64 unless float32), anything else -> dask."""
-    if isinstance(X, da.Array) or is_store_path(X) or type(X).__module__.startswith("zarr"):
+    if is_lazy_input(X):
         return "dask", as_row_chunked(X)
-    Xn = np.asarray(X)
-    if Xn.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {Xn.shape}")
-    if Xn.dtype not in (np.float32, np.float64):
-        if Xn.dtype.kind not in "iub":
-            raise TypeError(f"X must hold real numbers; got dtype {Xn.dtype}")
-        Xn = Xn.astype(np.float64)
-    if not np.isfinite(Xn).all():
-        row = int(np.argwhere(~np.isfinite(Xn))[0][0])
-        raise ValueError(f"X contains NaN or infinity (first in row {row}); impute or drop it")
-    return "numpy", Xn
+    return "numpy", as_numpy_rows(X)
 
 
 def _fit_stats(X, chunk_fn, combine_fn, name):
     kind, A = _as_input(X)
-    if A.shape[0] == 0:
-        raise ValueError("X has no rows")
+    check_not_empty(A.shape)
     if kind == "numpy":
         return A.shape[1], chunk_fn(A)
     (stats,) = dask.compute(_tree_reduce(A, chunk_fn, combine_fn, name))
     return A.shape[1], stats
 
 
+def _scaler_tags(tags):
+    """Float32 is scaled in float32, float64 in float64; dense input only."""
+    tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+    tags.input_tags.sparse = False
+    return tags
+
+
 def _transform(est, X, fn, name):
     check_is_fitted(est)
-    kind, A = _as_input(X)
-    check_n_features(A.shape, est.n_features_in_, type(est).__name__)
-    if kind == "numpy":
+    A = check_predict_X(est, X)
+    if not isinstance(A, da.Array):
         return fn(A, est)
     token = tokenize(A.name, name, *(getattr(est, a) for a in est._transform_attrs))
     return A.map_blocks(fn, est, dtype=A.dtype, name=f"daskauc-{name}-{token}", meta=A._meta)
@@ -182,7 +185,7 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         self.var_ = np.asarray(var, dtype=np.float64)
         self.scale_ = scale
         self.n_samples_seen_ = int(n)
-        self.n_features_in_ = int(d)
+        set_features_in(self, X, d)
         return self
 
     def transform(self, X):
@@ -192,6 +195,9 @@ class StandardScaler(TransformerMixin, BaseEstimator):
     def inverse_transform(self, X):
         """Undo :meth:`transform`."""
         return _transform(self, X, _unstandardize, "unscale")
+
+    def __sklearn_tags__(self):
+        return _scaler_tags(super().__sklearn_tags__())
 
 
 def _standardize(block, est):
@@ -258,7 +264,7 @@ class MinMaxScaler(TransformerMixin, BaseEstimator):
         self.min_ = float(fr[0]) - lo * self.scale_
         self.data_min_, self.data_max_, self.data_range_ = lo, hi, rng
         self.n_samples_seen_ = int(n)
-        self.n_features_in_ = int(d)
+        set_features_in(self, X, d)
         return self
 
     def transform(self, X):
@@ -268,6 +274,9 @@ class MinMaxScaler(TransformerMixin, BaseEstimator):
     def inverse_transform(self, X):
         """Undo :meth:`transform` (without clipping)."""
         return _transform(self, X, _unminmax, "unminmax")
+
+    def __sklearn_tags__(self):
+        return _scaler_tags(super().__sklearn_tags__())
 
 
 def _minmax(block, est):

@@ -9,12 +9,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
     as_row_chunked,
-    check_n_features,
+    check_not_empty,
     check_params,
-    is_store_path,
+    check_predict_X,
+    preserved_dtypes,
     seed_sequence,
+    set_features_in,
 )
-from .kmeans import check_fit_shape, numpy_rows
 from .nystroem import _bandwidth_graph, _gamma_from_b
 
 __all__ = ["RandomFourierFeatures"]
@@ -79,8 +80,9 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         if self.dtype is not None and np.dtype(self.dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be None, float32 or float64; got {self.dtype!r}")
         Xd = as_row_chunked(X, dtype=self.dtype)
-        check_fit_shape(Xd.shape, 2 if self.gamma is None else 1)
+        check_not_empty(Xd.shape, min_samples=2 if self.gamma is None else 1)
         d = Xd.shape[1]
+        set_features_in(self, X, d)
         if self.gamma is None:
             gamma = _gamma_from_b(_bandwidth_graph(Xd).compute())
         else:
@@ -101,17 +103,20 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         """``z(X)``: numpy for numpy input, a lazy dask array (``daskauc-rff``) otherwise."""
         check_is_fitted(self, "random_weights_")
         D = self.random_weights_.shape[1]
-        if isinstance(X, da.Array) or is_store_path(X):
-            Xd = as_row_chunked(X, dtype=self.dtype)
-            check_n_features(Xd.shape, self.n_features_in_)
-            return Xd.map_blocks(_rff_block, *self._args(Xd.dtype), chunks=(Xd.chunks[0], (D,)),
-                                 dtype=Xd.dtype, token="daskauc-rff",
-                                 meta=np.empty((0, 0), Xd.dtype))
-        Xn = numpy_rows(X, dtype=self.dtype)
-        check_n_features(Xn.shape, self.n_features_in_)
-        return _rff_block(Xn, *self._args(Xn.dtype))
+        Xv = check_predict_X(self, X, dtype=self.dtype)
+        if isinstance(Xv, da.Array):
+            return Xv.map_blocks(_rff_block, *self._args(Xv.dtype), chunks=(Xv.chunks[0], (D,)),
+                                 dtype=Xv.dtype, token="daskauc-rff",
+                                 meta=np.empty((0, 0), Xv.dtype))
+        return _rff_block(Xv, *self._args(Xv.dtype))
 
     def get_feature_names_out(self, input_features=None):
         check_is_fitted(self, "random_weights_")
         D = self.random_weights_.shape[1]
         return np.asarray([f"randomfourierfeatures{i}" for i in range(D)], dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = preserved_dtypes(self.dtype)
+        tags.input_tags.sparse = False
+        return tags

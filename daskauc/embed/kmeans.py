@@ -29,17 +29,19 @@ import time
 import dask
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import (
-    _float_dtype,
     as_row_chunked,
     check_n_features,
     check_param,
     check_params,
-    is_store_path,
+    check_predict_X,
+    is_lazy_input,
     seed_sequence,
+    set_features_in,
     without_finite_check,
 )
 from ..solvers.stream import chunk_order, run_epoch
@@ -55,32 +57,6 @@ _PARAMS = {
     "n_epochs": (int, {"low": 0}),
     "init_size": (int, {"low": 1, "optional": True}),
 }
-
-
-def numpy_rows(X, dtype=None, name: str = "X") -> np.ndarray:
-    """Validate in-memory input as :func:`as_row_chunked` does (2-D, float32/64, finite) and
-    return it as a C-contiguous numpy array, without going through Dask."""
-    arr = np.asarray(X)
-    if arr.dtype == object:
-        raise TypeError(f"{name} has dtype object; convert it to a numeric array first")
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
-    arr = np.ascontiguousarray(arr, dtype=_float_dtype(arr.dtype, name, dtype))
-    if not np.isfinite(arr).all():
-        row = int(np.argwhere(~np.isfinite(arr))[0][0])
-        raise ValueError(f"{name} contains NaN or infinity (first in row {row}); "
-                         "impute or drop those values first")
-    return arr
-
-
-def check_fit_shape(shape, min_samples: int = 1, name: str = "X") -> None:
-    """Refuse empty input at fit time with scikit-learn's wording."""
-    n, d = int(shape[0]), int(shape[1])
-    if d < 1:
-        raise ValueError(f"Found array with 0 feature(s) (shape=({n}, 0)) while a minimum of 1 "
-                         f"is required: {name} has no columns")
-    if n < min_samples:
-        raise ValueError(f"{name} has n_samples={n}; at least {min_samples} rows are required")
 
 
 def _child(ss: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
@@ -333,13 +309,17 @@ def _distances_block(block, C, csq):
     return np.sqrt(D, out=D)
 
 
-def _sse_block(block, C, csq):
+def _labels_sse_block(block, C, csq):
+    """Nearest centre of every row and the block's sum of squared distances to them."""
     X = np.ascontiguousarray(block)
     labels = np.empty(X.shape[0], np.int64)
     best = np.empty(X.shape[0], np.float64)
     nearest_centres(X, C, csq, labels, best)
-    sse = float(np.einsum("ij,ij->", X, X, dtype=np.float64) + best.sum())
-    return np.array([sse])
+    return labels, float(np.einsum("ij,ij->", X, X, dtype=np.float64) + best.sum())
+
+
+def _sse_block(block, C, csq):
+    return np.array([_labels_sse_block(block, C, csq)[1]])
 
 
 class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
@@ -354,6 +334,11 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         Passes over the data after k-means++ seeding.
     init_size : int, optional
         Rows of the k-means++ sample; default ``max(3 n_clusters, 10 batch_size)``, capped by n.
+    compute_labels : {"auto", True, False}, default "auto"
+        Label the training rows with the final centres after fitting (``labels_`` and
+        ``inertia_``, one more pass and an n-vector on the client). "auto" does it for
+        in-memory (numpy) input and not for dask arrays or stores, where ``predict`` labels
+        lazily instead.
     random_state : None, int, SeedSequence or Generator
 
     Attributes
@@ -361,17 +346,23 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     cluster_centers_ : ndarray (n_clusters, n_features), float64
     counts_ : ndarray (n_clusters,), int64
         Rows assigned to each centre so far (all epochs and ``partial_fit`` calls).
+    labels_ : ndarray (n_samples,), int64
+        Index of the nearest final centre of each training row (of the last ``partial_fit``
+        batch); only when labels are computed (``compute_labels``).
+    inertia_ : float
+        ``sum_i min_j ||x_i - c_j||^2`` over the same rows, with ``labels_``.
     history_ : list of dict
         Seeding and per-epoch records (see :func:`minibatch_kmeans`).
     n_iter_ : int
         Epochs run (``partial_fit`` calls count one each).
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names, when ``X`` was a dataframe with string column names.
 
     Notes
     -----
-    See :func:`minibatch_kmeans` for the objective and update. There is no ``labels_`` or
-    ``inertia_`` (each would cost a pass over the data); use :meth:`predict` and
-    :meth:`score` (minus the inertia, as in scikit-learn) explicitly.
+    See :func:`minibatch_kmeans` for the objective and update. Without computed labels use
+    :meth:`predict` and :meth:`score` (minus the inertia, as in scikit-learn) explicitly.
 
     References
     ----------
@@ -379,18 +370,23 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     """
 
     def __init__(self, n_clusters=8, *, batch_size=2048, n_epochs=3, init_size=None,
-                 random_state=None):
+                 compute_labels="auto", random_state=None):
         self.n_clusters = n_clusters
         self.batch_size = batch_size
         self.n_epochs = n_epochs
         self.init_size = init_size
+        self.compute_labels = compute_labels
         self.random_state = random_state
+
+    def _check_params(self):
+        check_params(self, _PARAMS)
+        check_param("compute_labels", self.compute_labels, object, choices=("auto", True, False))
 
     def fit(self, X, y=None):
         """Seed with k-means++ on a sample, then run ``n_epochs`` epochs over ``X``."""
-        check_params(self, _PARAMS)
+        self._check_params()
         Xd = as_row_chunked(X)
-        check_fit_shape(Xd.shape)
+        set_features_in(self, X, Xd.shape[1])
         self._seed = seed_sequence(self.random_state)
         centers, counts, history, _ = _fit_kmeans(
             Xd, self.n_clusters, batch_size=self.batch_size, n_epochs=self.n_epochs,
@@ -399,14 +395,15 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self._set_fitted(centers, counts, history, Xd.shape[1])
         self.n_iter_ = int(self.n_epochs)
         self._n_partial = 0
+        self._set_labels(Xd, X)
         return self
 
     def partial_fit(self, X, y=None):
         """One more epoch over ``X`` (an array or a chunk); seeds from ``X`` on the first call."""
-        check_params(self, _PARAMS)
+        self._check_params()
         Xd = as_row_chunked(X)
-        check_fit_shape(Xd.shape)
         if not hasattr(self, "cluster_centers_"):
+            set_features_in(self, X, Xd.shape[1])
             self._seed = seed_sequence(self.random_state)
             self._n_partial = 0
             centers, counts, history, _ = _fit_kmeans(
@@ -415,7 +412,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             )
             self._set_fitted(centers, counts, history, Xd.shape[1])
             self.n_iter_ = 0
-        check_n_features(Xd.shape, self.n_features_in_)
+        check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
         self._n_partial += 1
         centers, counts, history = _run_epochs(
             Xd, self.cluster_centers_, self.counts_, n_epochs=1, batch_size=self.batch_size,
@@ -423,6 +420,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         )
         self._set_fitted(centers, counts, self.history_ + history, self.n_features_in_)
         self.n_iter_ += 1
+        self._set_labels(Xd, X)
         return self
 
     def _set_fitted(self, centers, counts, history, n_features):
@@ -431,31 +429,48 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self.history_ = list(history)
         self.n_features_in_ = int(n_features)
 
+    def _set_labels(self, Xd: da.Array, X_input) -> None:
+        """``labels_`` and ``inertia_`` of the rows of ``Xd`` (one compute) when
+        ``compute_labels`` asks for them; otherwise drop stale ones."""
+        want = self.compute_labels
+        if want == "auto":
+            want = not is_lazy_input(X_input)
+        if not want:
+            for stale in ("labels_", "inertia_"):
+                self.__dict__.pop(stale, None)
+            return
+        C = self.cluster_centers_.astype(Xd.dtype)
+        csq = np.einsum("ij,ij->i", C, C)
+        token = tokenize(Xd.name, C)
+        parts = dask.compute(*[
+            dask.delayed(_labels_sse_block, pure=True)(
+                block, C, csq, dask_key_name=f"daskauc-kmeans-labels-{token}-{i}")
+            for i, block in enumerate(Xd.to_delayed().ravel())])
+        self.labels_ = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+        self.inertia_ = float(sum(p[1] for p in parts))
+
     def _map(self, X, func, *, kind: str, out_cols: int | None):
         """Apply ``func(block, C, csq)`` to numpy or dask input (returning the same kind)."""
         check_is_fitted(self, "cluster_centers_")
-        if isinstance(X, da.Array) or is_store_path(X):
-            Xd = as_row_chunked(X)
-            check_n_features(Xd.shape, self.n_features_in_)
-            C = self.cluster_centers_.astype(Xd.dtype)
-            csq = np.einsum("ij,ij->i", C, C)
-            out_dtype = np.int64 if out_cols is None else Xd.dtype
-            if out_cols is None:
-                return Xd.map_blocks(func, C, csq, drop_axis=1, dtype=out_dtype,
-                                     token=f"daskauc-kmeans-{kind}",
-                                     meta=np.empty((0,), out_dtype))
-            return Xd.map_blocks(func, C, csq, chunks=(Xd.chunks[0], (out_cols,)),
-                                 dtype=out_dtype, token=f"daskauc-kmeans-{kind}",
-                                 meta=np.empty((0, 0), out_dtype))
-        Xn = numpy_rows(X)
-        check_n_features(Xn.shape, self.n_features_in_)
-        C = self.cluster_centers_.astype(Xn.dtype)
+        Xv = check_predict_X(self, X)
+        C = self.cluster_centers_.astype(Xv.dtype)
         csq = np.einsum("ij,ij->i", C, C)
-        return func(Xn, C, csq)
+        if not isinstance(Xv, da.Array):
+            return func(Xv, C, csq)
+        out_dtype = np.int64 if out_cols is None else Xv.dtype
+        if out_cols is None:
+            return Xv.map_blocks(func, C, csq, drop_axis=1, dtype=out_dtype,
+                                 token=f"daskauc-kmeans-{kind}", meta=np.empty((0,), out_dtype))
+        return Xv.map_blocks(func, C, csq, chunks=(Xv.chunks[0], (out_cols,)), dtype=out_dtype,
+                             token=f"daskauc-kmeans-{kind}", meta=np.empty((0, 0), out_dtype))
 
     def fit_predict(self, X, y=None):
-        """``fit(X)`` then ``predict(X)`` (there is no ``labels_``: that would cost a pass)."""
-        return self.fit(X).predict(X)
+        """``fit(X)``, then ``labels_`` (in-memory ``X`` with labels computed) or
+        ``predict(X)`` (lazy for dask input)."""
+        self.fit(X)
+        if hasattr(self, "labels_") and not is_lazy_input(X):
+            return self.labels_
+        return self.predict(X)
 
     def predict(self, X):
         """Index of the nearest centre of each row (numpy or lazy dask, like ``X``)."""
@@ -468,11 +483,18 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     def score(self, X, y=None) -> float:
         """Minus the inertia ``sum_i min_j ||x_i - c_j||^2`` of ``X`` (one pass)."""
         check_is_fitted(self, "cluster_centers_")
-        Xd = as_row_chunked(X)
-        check_n_features(Xd.shape, self.n_features_in_)
-        C = self.cluster_centers_.astype(Xd.dtype)
+        Xv = check_predict_X(self, X)
+        C = self.cluster_centers_.astype(Xv.dtype)
         csq = np.einsum("ij,ij->i", C, C)
-        parts = Xd.map_blocks(_sse_block, C, csq, chunks=((1,) * Xd.numblocks[0],),
+        if not isinstance(Xv, da.Array):
+            return -float(_sse_block(Xv, C, csq)[0])
+        parts = Xv.map_blocks(_sse_block, C, csq, chunks=((1,) * Xv.numblocks[0],),
                               drop_axis=1, dtype=np.float64, token="daskauc-kmeans-score",
                               meta=np.empty((0,), np.float64))
         return -float(parts.sum().compute())
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.input_tags.sparse = False
+        return tags

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import warnings
 
@@ -32,21 +31,31 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _config
 from .._validation import (
     as_labels,
+    as_numpy_rows,
     as_row_chunked,
     check_n_features,
+    check_not_empty,
     check_param,
     check_params,
+    check_predict_X,
     is_store_path,
+    preserved_dtypes,
     seed_sequence,
+    set_features_in,
 )
 from .._version import __version__
 from ..data.store import Dataset, create_array, open_dataset, open_store, writing_store
 from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
-from .kmeans import _child, _fit_kmeans, check_fit_shape, numpy_rows
+from .kmeans import _child, _fit_kmeans
 
-__all__ = ["KMeansNystroem", "load_embedding_map", "default_gamma", "gaussian_kernel"]
+__all__ = ["KMeansNystroem", "NystroemRankWarning", "load_embedding_map", "default_gamma",
+           "gaussian_kernel"]
 
-logger = logging.getLogger("daskauc")
+
+class NystroemRankWarning(UserWarning):
+    """KMeansNystroem dropped eigenpairs of the landmarks' kernel matrix below its relative
+    cut-off (``eig_tol``): its output has fewer columns (``n_components_``) than landmarks."""
+
 
 #: refuse landmarks="all" beyond this many rows (W alone would take 20 GB in float64)
 MAX_ALL_LANDMARKS = 50_000
@@ -122,8 +131,8 @@ def gaussian_kernel(X, Z, gamma: float) -> np.ndarray:
     Computed in the common dtype of ``X`` and ``Z`` (float64 unless both are float32) by
     ``||x||^2 + ||z||^2 - 2 x.z`` with negatives clipped at 0.
     """
-    X = numpy_rows(X, name="X")
-    Z = numpy_rows(Z, name="Z")
+    X = as_numpy_rows(X, name="X")
+    Z = as_numpy_rows(Z, name="Z")
     if X.shape[1] != Z.shape[1]:
         raise ValueError(f"X has {X.shape[1]} features and Z has {Z.shape[1]}")
     dt = np.result_type(X.dtype, Z.dtype)
@@ -182,7 +191,10 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         Every eigenvalue of W, in descending order.
     gamma_ : float
     n_components_ : int
-        r, the number of eigenpairs kept (output width).
+        r, the number of eigenpairs kept: the width of ``transform``'s output. It is less
+        than the number of landmarks when eigenvalues of W fall below ``eig_tol * lambda_1``
+        (nearly dependent landmarks); fit then warns with :class:`NystroemRankWarning`,
+        naming the cut-off and the smallest kept eigenvalue.
     n_features_in_ : int
     kmeans_counts_, kmeans_history_ : when ``landmarks="kmeans"``, the k-means cluster sizes
         and history.
@@ -241,8 +253,9 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             self.__dict__.pop(stale, None)  # from an earlier fit or a loaded map
         source_attrs = open_dataset(X).attrs if is_store_path(X) else None
         Xd = as_row_chunked(X, dtype=self.dtype)
-        check_fit_shape(Xd.shape, 2 if self.gamma is None else 1)
+        check_not_empty(Xd.shape, min_samples=2 if self.gamma is None else 1)
         n, d = Xd.shape
+        set_features_in(self, X, d)
         ss = seed_sequence(self.random_state)
         b_graph = _bandwidth_graph(Xd) if self.gamma is None else None
         also = (b_graph,) if b_graph is not None else ()
@@ -304,8 +317,17 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         keep = lam > self.eig_tol * lam[0]
         r = int(np.count_nonzero(keep))
         if r < U.shape[0]:
-            logger.info("Nystroem: kept %d of %d eigenpairs (eig_tol=%g)", r, U.shape[0],
-                        self.eig_tol)
+            v = U.shape[0]
+            warnings.warn(NystroemRankWarning(
+                f"KMeansNystroem kept {r} of {v} eigenpairs of the landmarks' kernel matrix W, "
+                f"so transform returns {r} columns (n_components_), not {v}: the {v - r} "
+                f"eigenvalues at or below the relative cut-off eig_tol * lambda_1 = "
+                f"{self.eig_tol:g} * {lam[0]:.4g} = {self.eig_tol * lam[0]:.3g} were dropped "
+                f"(smallest kept {lam[r - 1] if r else float('nan'):.3g}, largest dropped "
+                f"{lam[r]:.3g}): the landmarks are nearly dependent in the kernel's feature "
+                "space (more of them than the kernel tells apart on these data at this "
+                "gamma). Fewer landmarks, a larger gamma or a smaller eig_tol keep more."),
+                stacklevel=3)
         self.landmarks_ = U
         self.components_ = self.landmarks_
         self.projection_ = np.ascontiguousarray(V[:, :r] / np.sqrt(lam[:r]))
@@ -330,7 +352,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         return U, usq, M, self.gamma_, scaler_mean, scaler_scale
 
     def _map_dask(self, Xd: da.Array, scaler_mean=None, scaler_scale=None) -> da.Array:
-        check_n_features(Xd.shape, self.n_features_in_)
+        check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
         args = self._block_args(Xd.dtype, scaler_mean, scaler_scale)
         r = self.n_components_
         return Xd.map_blocks(
@@ -353,15 +375,13 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             of output are split first). The output dtype is the input's (or ``dtype``).
         """
         check_is_fitted(self, "projection_")
-        if isinstance(X, da.Array) or is_store_path(X):
-            Xd = as_row_chunked(X, dtype=self.dtype)
-            check_n_features(Xd.shape, self.n_features_in_)
-            rows = self._rows_per_block(Xd.dtype.itemsize, Xd.shape[0])
-            if max(Xd.chunks[0]) > rows:
-                Xd = Xd.rechunk({0: rows})
-            return self._map_dask(Xd)
-        Xn = numpy_rows(X, dtype=self.dtype)
-        check_n_features(Xn.shape, self.n_features_in_)
+        Xv = check_predict_X(self, X, dtype=self.dtype)
+        if isinstance(Xv, da.Array):
+            rows = self._rows_per_block(Xv.dtype.itemsize, Xv.shape[0])
+            if max(Xv.chunks[0]) > rows:
+                Xv = Xv.rechunk({0: rows})
+            return self._map_dask(Xv)
+        Xn = Xv
         args = self._block_args(Xn.dtype)
         rows = self._rows_per_block(Xn.itemsize, Xn.shape[0])
         if Xn.shape[0] <= rows:
@@ -374,6 +394,12 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         check_is_fitted(self, "projection_")
         return np.asarray([f"kmeansnystroem{i}" for i in range(self.n_components_)], dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = preserved_dtypes(self.dtype)
+        tags.input_tags.sparse = False
+        return tags
 
     # ------------------------------------------------------------------ persistence
 
@@ -426,7 +452,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             yy, _ = as_labels(y)
         Xd = as_row_chunked(X, dtype=self.dtype)
         n = Xd.shape[0]
-        check_n_features(Xd.shape, self.n_features_in_)
+        check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
         if yy.shape[0] != n:
             raise ValueError(f"X has {n} rows but y has {yy.shape[0]} labels; they must match")
         mean = scale = None

@@ -1,30 +1,95 @@
-"""Shared behaviour of daskauc's linear AUC models (scores are ``X @ coef_``)."""
+"""Shared behaviour of daskauc's classifiers: calibrated scores, predict, predict_proba.
+
+A daskauc classifier ranks rows by a raw score ``s`` (``X @ coef_`` for the linear models).
+``fit`` ends with a Platt calibration of ``s`` (:mod:`._calibration`), kept as
+``calibration_slope_ = a > 0`` and ``intercept_ = b / a``; then
+
+* ``decision_function(X) = s + intercept_`` (float64; the same ranking, so the same AUC),
+* ``predict_proba(X) = [1 - p, p]`` with ``p = expit(calibration_slope_ * decision_function(X))``,
+* ``predict(X) = classes_[decision_function(X) > 0]``, the most probable class under the
+  calibration (as for a logistic regression),
+* ``score(X, y)``: the exact AUC.
+"""
 
 from __future__ import annotations
 
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_row_chunked, check_n_features, is_store_path
+from .._validation import check_predict_X, is_lazy_input, is_store_path
 from ..solvers._linear import linear_scores
+from ._calibration import (
+    calibration_data,
+    platt_scaling,
+    predict_block,
+    proba_block,
+    shift_block,
+)
 
 
 class AUCScoreMixin:
-    """``predict``, ``score`` (the exact AUC) and the tags of a binary model whose
-    ``decision_function`` ranks rows; needs ``classes_``."""
+    """``decision_function``, ``predict``, ``predict_proba``, ``score`` (the exact AUC) and
+    the tags of a binary model that ranks rows; needs ``classes_``.
+
+    Subclasses define ``_raw_scores(X)`` (validating ``X``) and call ``_calibrate`` at the
+    end of ``fit``; a model whose calibration lives elsewhere (the presets) overrides
+    ``decision_function`` and ``calibration_slope_`` instead.
+    """
+
+    def _raw_scores(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _calibration(self) -> tuple[float, float]:
+        """``(calibration_slope_, intercept_)``; a clear error for a model without them."""
+        try:
+            return float(self.calibration_slope_), float(self.intercept_)
+        except AttributeError:
+            raise NotFittedError(
+                f"this {type(self).__name__} has no calibration (calibration_slope_, "
+                "intercept_): it was saved in the middle of a fit (a checkpoint) or by an "
+                "older daskauc; fit it again, or resume the fit to its end") from None
+
+    def decision_function(self, X):
+        """Calibrated scores ``s + intercept_`` (float64): numpy for numpy input, a lazy dask
+        array for dask, Zarr or a store path. Positive where class ``classes_[1]`` is the
+        more probable; ranks rows as the raw score does (the same AUC)."""
+        s = self._raw_scores(X)
+        _, intercept = self._calibration()
+        if isinstance(s, da.Array):
+            return s.map_blocks(shift_block, intercept, dtype=np.float64,
+                                token="daskauc-decision", meta=np.empty((0,), np.float64))
+        return shift_block(s, intercept)
+
+    def predict_proba(self, X):
+        """Calibrated class probabilities, shape (n, 2) in the order of ``classes_``:
+        ``[1 - p, p]`` with ``p = expit(calibration_slope_ * decision_function(X))``
+        (numpy for numpy input, a lazy dask array otherwise)."""
+        d = self.decision_function(X)
+        slope = float(self.calibration_slope_)
+        if isinstance(d, da.Array):
+            return d.map_blocks(proba_block, slope, new_axis=1, chunks=(d.chunks[0], (2,)),
+                                dtype=np.float64, token="daskauc-predict-proba",
+                                meta=np.empty((0, 0), np.float64))
+        return proba_block(d, slope)
 
     def predict(self, X):
-        """Class labels (``classes_``): positive where the score is > 0."""
-        scores = self.decision_function(X)
+        """Class labels (``classes_``): ``classes_[1]`` where ``decision_function(X) > 0``,
+        the more probable class under the calibration (numpy, or lazy dask like ``X``).
+
+        For another operating point (e.g. balanced accuracy on imbalanced classes), tune
+        the threshold on ``decision_function`` with scikit-learn's
+        ``TunedThresholdClassifierCV(model, scoring="balanced_accuracy")``, or fix one with
+        ``FixedThresholdClassifier(model, threshold=t, response_method="decision_function")``.
+        """
+        d = self.decision_function(X)
         classes = self.classes_
-        if isinstance(scores, da.Array):
-            return scores.map_blocks(
-                lambda s: classes[(s > 0).astype(np.intp)], dtype=classes.dtype,
-                token="daskauc-predict",
-            )
-        return classes[(scores > 0).astype(np.intp)]
+        if isinstance(d, da.Array):
+            return d.map_blocks(predict_block, classes, dtype=classes.dtype,
+                                token="daskauc-predict", meta=np.empty((0,), classes.dtype))
+        return predict_block(d, classes)
 
     def score(self, X, y=None, sample_weight=None):
         """Exact AUC of ``decision_function(X)`` against ``y`` (ties count one half; a store
@@ -40,37 +105,64 @@ class AUCScoreMixin:
             X, y = ds.X, ds.y
         return float(roc_auc(y, self.decision_function(X)))
 
+    def _calibrate(self, X: da.Array, y: da.Array, score, *, all_rows: bool,
+                   batch: bool = False) -> None:
+        """Platt-calibrate ``score(rows)`` (lazy raw scores) on rows of ``X`` / ``y`` (both
+        row-chunked dask, y in {-1, +1}): every row with ``all_rows``, else a bounded sample
+        of chunks. A ``partial_fit`` batch (``batch``) holding one class keeps an earlier
+        calibration (it says nothing about where the classes part)."""
+        s, yy = calibration_data(X, y, score, all_rows=all_rows)
+        one_class = bool(np.all(yy > 0) or np.all(yy < 0))
+        if batch and one_class and hasattr(self, "calibration_slope_"):
+            return
+        fit = platt_scaling(s, yy)
+        self.calibration_slope_ = float(fit.slope)
+        self.intercept_ = float(fit.offset / fit.slope)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = False
         return tags
 
 
 class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
-    """Base of linear models whose scores ``X @ coef_`` are ranked by AUC.
+    """Base of linear models whose raw scores ``X @ coef_`` are ranked by AUC.
 
-    There is no intercept: AUC does not depend on one. ``predict`` thresholds the score at 0
-    (positive when ``X @ coef_ > 0``), which is only meaningful for losses with a margin at 0;
-    rank by ``decision_function`` for anything AUC-related. ``score`` returns the AUC.
+    ``coef_`` is the solver's solution as it is (no intercept: AUC does not depend on one).
+    ``fit`` then calibrates the scores (Platt scaling, :mod:`._calibration`): ``intercept_``
+    and ``calibration_slope_`` make ``decision_function(X) = X @ coef_ + intercept_``
+    positive where the positive class is the more probable, ``predict_proba`` the calibrated
+    probabilities and ``predict`` the more probable class. ``score`` returns the AUC.
     """
 
-    def decision_function(self, X):
-        """Scores ``X @ coef_``: numpy for numpy input, a lazy dask array for dask/Zarr input."""
+    #: run the solver on rows centred at their mean when it dominates their spread
+    #: (:mod:`._centring`; for solvers whose default steps overflow on rows far from 0)
+    _centre_rows = False
+
+    def _solver_rows(self, Xd: da.Array, X_input, first: bool) -> da.Array:
+        """The rows the solver runs on: ``Xd``, or ``Xd - center_`` with ``_centre_rows``
+        (``center_`` chosen on the first call of a fit or ``partial_fit`` run, kept after)."""
+        if not self._centre_rows:
+            return Xd
+        from ._centring import centred_rows, dominant_mean
+
+        if first or getattr(self, "center_", None) is None:
+            self.center_ = dominant_mean(Xd, all_rows=not is_lazy_input(X_input))
+        return centred_rows(Xd, self.center_)
+
+    def _raw_scores(self, X):
+        """``X @ coef_``: numpy for numpy input, a lazy dask array for dask/Zarr input."""
         check_is_fitted(self, "coef_")
+        return linear_scores(check_predict_X(self, X), self.coef_)
+
+    def _calibrate_linear(self, Xd: da.Array, yd: da.Array, X_input, *,
+                          batch: bool = False) -> None:
+        """Calibrate ``Xd @ coef_`` on the fit's rows (every row for in-memory ``X_input``)."""
         coef = self.coef_
-        if isinstance(X, da.Array) or is_store_path(X):
-            Xd = as_row_chunked(X)
-            check_n_features(Xd.shape, coef.shape[0])
-            return linear_scores(Xd, coef)
-        Xn = np.asarray(X)
-        if Xn.ndim != 2:
-            raise ValueError(f"X must be 2-D; got shape {Xn.shape}")
-        check_n_features(Xn.shape, coef.shape[0])
-        if Xn.dtype.kind not in "f":
-            Xn = Xn.astype(np.float64)
-        if not np.isfinite(Xn).all():
-            raise ValueError("X contains NaN or infinity")
-        return linear_scores(Xn, coef)
+        self._calibrate(Xd, yd, lambda rows: linear_scores(rows, coef),
+                        all_rows=not is_lazy_input(X_input), batch=batch)
 
     def _state_to_continue(self):
         """The solver state ``partial_fit`` continues from; None before the first fit. A fitted
@@ -84,7 +176,7 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         return state
 
     def _fit_epochs(self, run, n_epochs: int, classes, n_features: int, *, checkpoint=None,
-                    resume: bool = False, after=None) -> None:
+                    resume: bool = False, after=None, calibrate=None) -> None:
         """Run ``n_epochs`` epochs with ``run(state, n) -> SolverResult`` and set the result.
 
         Without ``checkpoint`` the solver runs all epochs in one call. With it, epochs run
@@ -94,15 +186,20 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         (a new store is written beside it and renamed over it). With ``resume=True`` an
         existing checkpoint of the same estimator and parameters is continued, so a fit
         killed at any point and resumed gives the model of the uninterrupted fit, bit for bit.
-        ``after(result)`` sets any extra fitted attributes.
+        ``after(result)`` sets any extra fitted attributes; ``calibrate()`` calibrates the
+        scores at the end. A checkpoint is a point to resume from: it holds no calibration.
         """
         if checkpoint is None:
             result = run(None, n_epochs)
             self._set_result(result, classes, n_features)
             if after is not None:
                 after(result)
+            if calibrate is not None:
+                calibrate()
             return
         state, history = None, []
+        for stale in ("intercept_", "calibration_slope_"):  # of an earlier fit
+            self.__dict__.pop(stale, None)
         if resume:
             previous = _resumable(self, checkpoint, n_features, classes)
             if previous is not None:
@@ -121,6 +218,8 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
             if after is not None:
                 after(result)
             save_model(self, checkpoint, overwrite=True)
+        if calibrate is not None:
+            calibrate()
 
     def _set_result(self, result, classes, n_features: int) -> None:
         self.coef_ = np.asarray(result.coef, dtype=np.float64)

@@ -31,11 +31,12 @@ from sklearn.utils.validation import check_is_fitted
 from .._validation import (
     as_labels,
     as_row_chunked,
-    check_n_features,
     check_param,
+    check_predict_X,
     check_X_y,
-    is_store_path,
+    is_lazy_input,
     seed_sequence,
+    set_features_in,
 )
 from ..solvers.kernel_basis import kernel_scores
 from ._base import AUCScoreMixin
@@ -153,8 +154,16 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     jitter_ : float
         Jitter on K_mm (kernel route): the regularizer is ``K_mm + jitter I``.
     timings_ : dict
-        Seconds per stage (scale, selection, centres, solve).
+        Seconds per stage (scale, selection, centres, solve, calibration).
+    intercept_, calibration_slope_ : float
+        The Platt calibration of ``f`` fitted at the end of ``fit`` (on every training row
+        for numpy input, on at most ``_config.CALIBRATION_ROWS`` rows of whole chunks
+        otherwise): ``decision_function(X) = f(X) + intercept_``, ``predict_proba(X)`` has
+        ``p = expit(calibration_slope_ * decision_function(X))`` and ``predict`` takes the
+        more probable class; see :class:`daskauc.RankSVM` for other thresholds.
     classes_, n_features_in_
+    feature_names_in_ : ndarray of str
+        The column names, when ``X`` was a dataframe with string column names.
 
     Notes
     -----
@@ -254,6 +263,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         timings: dict[str, float] = {}
         tic = time.perf_counter()
         Xd, yd, classes = check_X_y(X, y, dtype=self.dtype)
+        set_features_in(self, X, int(Xd.shape[1]))
         y_np = np.asarray(yd.compute() if isinstance(yd, da.Array) else yd)
         n, d = (int(s) for s in Xd.shape)
         scaler = {"standard": StandardScaler, "minmax": MinMaxScaler, None: None}[self.scaling]
@@ -344,9 +354,12 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         self.jitter_ = float(state.get("jitter", 0.0))
         self.passes_ = int(state.get("passes", 0))
         self.preconditioner_seconds_ = {k: float(v) for k, v in state.get("seconds", {}).items()}
-        self.timings_ = timings
         self.classes_ = np.asarray(classes)
         self.n_features_in_ = d
+        tic = time.perf_counter()
+        self._calibrate(Xs, yd, self._kernel_scores, all_rows=not is_lazy_input(X))
+        timings["calibration"] = time.perf_counter() - tic
+        self.timings_ = timings
         return self
 
     def _width_walk(self, Xs, y, m, gamma0, selection, n, ss):
@@ -476,12 +489,14 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         return pc.regularizer_solve(f_old)  # interpolates the old function at the centres
 
     def _fit_embedding(self, Xs, y, centres, gamma, lam, Xv, yv):
-        from ..embed.nystroem import KMeansNystroem
+        from ..embed.nystroem import KMeansNystroem, NystroemRankWarning
         from .least_squares import LSAUC
         from .ranksvm import RankSVM
 
-        emb = KMeansNystroem(n_components=centres.shape[0], landmarks=centres, gamma=gamma,
-                             dtype=self.dtype).fit(Xs)
+        with warnings.catch_warnings():  # the cut is recorded (state "r"), the model is alpha
+            warnings.simplefilter("ignore", NystroemRankWarning)
+            emb = KMeansNystroem(n_components=centres.shape[0], landmarks=centres, gamma=gamma,
+                                 dtype=self.dtype).fit(Xs)
         Z = emb.transform(Xs)
         if self.persist is not False:
             with dask.config.set(**{"array.slicing.split_large_chunks": False}):
@@ -505,21 +520,15 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------------ predict
 
-    def decision_function(self, X):
-        """Scores ``f(x)``: numpy for numpy input, a lazy dask array for dask or a store."""
+    def _raw_scores(self, X):
+        """``f(x)`` before calibration: numpy for numpy input, a lazy dask array for dask or
+        a store (computed in ``dtype``)."""
         check_is_fitted(self, "dual_coef_")
-        if isinstance(X, da.Array) or is_store_path(X):
-            Xd = as_row_chunked(X, dtype=self.dtype)
-        else:
-            Xd = np.asarray(X)
-            if Xd.ndim != 2:
-                raise ValueError(f"X must be 2-D; got shape {Xd.shape}")
-            if Xd.dtype.kind not in "f":
-                Xd = Xd.astype(np.float64)
-            if not np.isfinite(Xd).all():
-                raise ValueError("X contains NaN or infinity")
-        check_n_features(Xd.shape, self.n_features_in_)
-        return kernel_scores(self._scale(Xd), self.centres_, self.gamma_, self.dual_coef_,
+        Xd = check_predict_X(self, X, dtype=self.dtype if is_lazy_input(X) else None)
+        return self._kernel_scores(self._scale(Xd))
+
+    def _kernel_scores(self, Xs):
+        return kernel_scores(Xs, self.centres_, self.gamma_, self.dual_coef_,
                              dtype=np.dtype(self.dtype))
 
 

@@ -13,6 +13,7 @@ from .._validation import (
     check_params,
     check_X_y,
     seed_sequence,
+    set_features_in,
 )
 from ..solvers._result import SolverResult
 from ..solvers.oam import UPDATES, oam
@@ -72,13 +73,16 @@ class _OnlineAUCModel(LinearAUCModel):
         """
         self._check()
         Xd, yd, classes = check_X_y(X, y)
+        set_features_in(self, X, Xd.shape[1])
+        rows = self._solver_rows(Xd, X, first=True)
 
         def run(state, n_epochs):
-            return self._solve(Xd, yd, n_epochs=n_epochs, state=state,
+            return self._solve(rows, yd, n_epochs=n_epochs, state=state,
                                validation=(Xd, yd) if self.record_auc else None)
 
         self._fit_epochs(run, self.n_epochs, classes, Xd.shape[1], checkpoint=checkpoint,
-                         resume=resume)
+                         resume=resume,
+                         calibrate=lambda: self._calibrate_linear(Xd, yd, X))
         return self
 
     def partial_fit(self, X, y, classes=None):
@@ -100,11 +104,14 @@ class _OnlineAUCModel(LinearAUCModel):
         if state is None and classes is None:
             Xd, yd, classes_ = check_X_y(X, y)
             history = []
+            set_features_in(self, X, Xd.shape[1])
         else:
             classes_ = self.classes_ if state is not None else _classes_arg(classes)
             Xd = as_row_chunked(X)
             if state is not None:
-                check_n_features(Xd.shape, self.n_features_in_)
+                check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
+            else:
+                set_features_in(self, X, Xd.shape[1])
             if isinstance(y, da.Array):
                 yd = y.rechunk((Xd.chunks[0],)).map_blocks(
                     _pm1_known, classes_, dtype=np.int8, name="daskauc-labels")
@@ -118,10 +125,12 @@ class _OnlineAUCModel(LinearAUCModel):
                 yd = da.from_array(_pm1_known(y_arr, classes_), chunks=(Xd.chunks[0],),
                                    name=False)
             history = list(getattr(self, "history_", []))
-        result = self._solve(Xd, yd, n_epochs=1, state=state,
+        result = self._solve(self._solver_rows(Xd, X, first=state is None), yd, n_epochs=1,
+                             state=state,
                              validation=(Xd, yd) if self.record_auc else None)
         self._set_result(result, classes_, Xd.shape[1])
         self.history_ = history + self.history_
+        self._calibrate_linear(Xd, yd, X, batch=True)
         return self
 
 
@@ -174,6 +183,10 @@ class OAM(_OnlineAUCModel):
         Epochs run so far.
     history_ : list of dict
         Per epoch: ``epoch``, ``rows`` seen, ``seconds`` and (``record_auc``) ``auc``.
+    intercept_, calibration_slope_ : float
+        The Platt calibration of ``X @ coef_`` (see :class:`daskauc.RankSVM`); ``partial_fit``
+        refits it on its batch (and keeps it for a batch of one class).
+    n_features_in_, feature_names_in_ : as every daskauc model.
 
     Notes
     -----
@@ -271,8 +284,14 @@ class UnivariateAUC(_OnlineAUCModel):
         ``w`` (averaged or last).
     offset_ : float
         The learned offset ``b`` (averaged or last); it does not enter
-        ``decision_function`` because AUC ignores it.
-    classes_, n_iter_, history_ : as for :class:`OAM` (``history_`` rows have ``steps``).
+        ``decision_function``, whose ``intercept_`` comes from the calibration.
+    center_ : ndarray (d,)
+        The point the rows were centred at for the solver: their mean when it dominates
+        their spread (rows far from the origin, where SGD on the raw rows overflows), else
+        zeros (:mod:`daskauc.estimators._centring`). The objective does not change (the
+        offset absorbs a translation); ``coef_`` and ``offset_`` apply to the rows as given.
+    classes_, n_iter_, history_, intercept_, calibration_slope_ : as for :class:`OAM`
+        (``history_`` rows have ``steps``).
 
     Notes
     -----
@@ -288,6 +307,8 @@ class UnivariateAUC(_OnlineAUCModel):
     Kotlowski, Dembczynski & Huellermeier, "Bipartite Ranking through Minimization of
     Univariate Loss", ICML 2011.
     """
+
+    _centre_rows = True
 
     def __init__(self, loss: str = "exp", *, lam: float = 0.0, eta0: float = 0.01,
                  schedule: str = "invsqrt", n_epochs: int = 5, average: bool = True,
@@ -326,7 +347,8 @@ class UnivariateAUC(_OnlineAUCModel):
 
     def _set_result(self, result, classes, n_features: int) -> None:
         super()._set_result(result, classes, n_features)
-        self.offset_ = float(result.state.offset[1 if self.average else 0])
+        b = float(result.state.offset[1 if self.average else 0])
+        self.offset_ = b - float(self.coef_ @ getattr(self, "center_", np.zeros_like(self.coef_)))
 
 
 #: the online baselines by their command-line / benchmark names.
@@ -335,3 +357,4 @@ ONLINE_METHODS = {
     "uni-exp": functools.partial(UnivariateAUC, loss="exp"),
     "uni-squ": functools.partial(UnivariateAUC, loss="square"),
 }
+

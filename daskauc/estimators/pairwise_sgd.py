@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from .._validation import check_params, check_X_y
+from .._validation import check_n_features, check_params, check_X_y, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
 from ._base import LinearAUCModel
 
@@ -53,6 +53,11 @@ class PairwiseHingeSGD(LinearAUCModel):
     n_iter_ : int, epochs run
     history_ : list of dict, one per epoch (seconds, steps, optional val_auc)
     t0_ : float, the step offset used
+    intercept_, calibration_slope_ : float
+        The Platt calibration of ``X @ coef_`` (see :class:`daskauc.RankSVM`); ``partial_fit``
+        refits it on its batch.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str, when ``X`` was a dataframe with string column names.
 
     Notes
     -----
@@ -111,6 +116,7 @@ class PairwiseHingeSGD(LinearAUCModel):
         """
         check_params(self, self._params)
         Xd, yd, classes = check_X_y(X, y)
+        set_features_in(self, X, Xd.shape[1])
 
         def run(state, n_epochs):
             return pairwise_hinge_sgd(Xd, yd, n_epochs=n_epochs, state=state,
@@ -118,7 +124,8 @@ class PairwiseHingeSGD(LinearAUCModel):
                                       **self._solver_kwargs())
 
         self._fit_epochs(run, int(self.n_epochs), classes, Xd.shape[1], checkpoint=checkpoint,
-                         resume=resume, after=self._set_t0)
+                         resume=resume, after=self._set_t0,
+                         calibrate=lambda: self._calibrate_linear(Xd, yd, X))
         return self
 
     def _set_t0(self, result) -> None:
@@ -128,7 +135,8 @@ class PairwiseHingeSGD(LinearAUCModel):
         """Run one more epoch over ``X`` continuing from the current state.
 
         ``classes`` (the two raw label values) is accepted for scikit-learn compatibility;
-        when given on the first call, the larger is positive.
+        when given on the first call, the larger is positive. The calibration is refitted on
+        this batch (kept when the batch holds one class).
         """
         check_params(self, self._params)
         state = self._state_to_continue()
@@ -138,9 +146,14 @@ class PairwiseHingeSGD(LinearAUCModel):
         elif classes is not None:
             pos_label = sorted(classes)[-1]
         Xd, yd, found = check_X_y(X, y, pos_label=pos_label)
+        if state is None:
+            set_features_in(self, X, Xd.shape[1])
+        else:
+            check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
         result = pairwise_hinge_sgd(Xd, yd, n_epochs=1, state=state, **self._solver_kwargs())
         history = list(getattr(self, "history_", [])) + list(result.history)
         self._set_result(result, getattr(self, "classes_", found), Xd.shape[1])
         self.history_ = history
         self.t0_ = float(result.state.t0)
+        self._calibrate_linear(Xd, yd, X, batch=True)
         return self

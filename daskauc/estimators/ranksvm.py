@@ -16,7 +16,14 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
-from .._validation import check_params, check_X_y, seed_sequence
+from .._validation import (
+    check_n_features,
+    check_param,
+    check_params,
+    check_X_y,
+    seed_sequence,
+    set_features_in,
+)
 from ..solvers.newton import LINE_SEARCHES, prsvm_newton, should_persist
 from ._base import LinearAUCModel
 
@@ -26,12 +33,17 @@ class RankSVM(LinearAUCModel):
 
     Parameters
     ----------
-    C : float, default 1.0
-        Weight of the pairwise loss in the objective below (> 0); larger C fits the training
-        pairs harder. The paper selects it on ``{2^-15, ..., 2^10}`` by 3-fold CV
-        (:func:`cv_select_C`).
+    C : "auto" or float > 0, default "auto"
+        Weight of the pairwise loss in the objective below; larger C fits the training pairs
+        harder. The paper selects it on ``{2^-15, ..., 2^10}`` by 3-fold CV on the whole
+        training set (:func:`cv_select_C` does that). "auto" chooses it by validation AUC along
+        a warm-started path on a stratified subsample of at most 20,000 rows and rescales it
+        to the training set (:mod:`daskauc.estimators._auto_c`; recorded in ``C_`` and
+        ``selection_``): on ijcnn1's 1,600-landmark embedding about 2.5x the time of one fit
+        at the chosen C, where the former default C = 1 gave 0.9881 test AUC against 0.9973.
     tol : float, default 1e-3
-        Stop when ``||grad F(w)|| <= tol * ||grad F(0)||`` (liblinear's rule for RankSVM).
+        Stop when ``||grad F(w)|| <= tol * max(||w||, ||2C X^T g(w)||)``, the gradient small
+        next to its two terms (:func:`daskauc.solvers.newton.prsvm_newton`).
     max_iter : int, default 50
         Maximum Newton steps.
     cg_tol : float, default 0.1
@@ -50,16 +62,27 @@ class RankSVM(LinearAUCModel):
         every pass ("auto": persist when it fits in half the memory).
     warm_start : bool, default False
         Start from the previous ``coef_`` (a path over increasing C then costs a few steps).
+    random_state : None, int or Generator, default None
+        Seeds the subsample of ``C="auto"``.
 
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-    n_iter_ : int, Newton steps of the last fit.
+    C_ : float, the C used (chosen for ``C="auto"``).
+    selection_ : dict, the choice of ``C="auto"`` (the path's validation AUCs, the rule);
+        absent for a given C.
+    n_iter_ : int, Newton steps of the last fit; after ``partial_fit``, the batches seen.
     converged_ : bool
     history_ : list of dict, one record per gradient evaluation (objective, gradient norm,
         CG steps, step length, seconds).
+    intercept_, calibration_slope_ : float
+        The Platt calibration of ``X @ coef_`` fitted at the end of ``fit``
+        (:mod:`daskauc.estimators._calibration`): ``decision_function(X) = X @ coef_ +
+        intercept_``, ``predict_proba`` has ``p = expit(calibration_slope_ *
+        decision_function(X))``, ``predict`` takes the more probable class.
     classes_ : ndarray, ``[negative, positive]`` label values.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, when ``X`` was a dataframe with string column names.
 
     Notes
     -----
@@ -70,6 +93,14 @@ class RankSVM(LinearAUCModel):
     No pair is formed: one sort of the scores per iteration gives the gradient and the
     generalized Hessian (:mod:`daskauc.solvers.newton`). There is no intercept (AUC ignores it).
 
+    ``partial_fit`` makes RankSVM a learner of streams of batches: each batch's problem (its
+    own pairs, C as given) is solved by Newton from the current model, and ``coef_`` is the
+    average of the batch solutions weighted by their pairs (the one-shot averaging of
+    M-estimators of Zhang, Duchi & Wainwright, "Communication-efficient algorithms for
+    statistical optimization", JMLR 2013, kept as a running mean). It needs both classes in
+    every batch (pairs) and is close to the full fit when batches are large and alike; a fit
+    over the whole data (a dask array or a store streams from disk) is exact.
+
     References
     ----------
     Chapelle, O. and Keerthi, S. S. (2010). Efficient algorithms for ranking with SVMs.
@@ -78,7 +109,6 @@ class RankSVM(LinearAUCModel):
     """
 
     _param_table = {
-        "C": (float, {"low": 0.0, "include_low": False}),
         "tol": (float, {"low": 0.0}),
         "max_iter": (int, {"low": 0}),
         "cg_tol": (float, {"low": 0.0, "include_low": False, "high": 1.0}),
@@ -90,10 +120,11 @@ class RankSVM(LinearAUCModel):
         "warm_start": (bool, {}),
     }
 
-    def __init__(self, C: float = 1.0, *, tol: float = 1e-3, max_iter: int = 50,
+    def __init__(self, C="auto", *, tol: float = 1e-3, max_iter: int = 50,
                  cg_tol: float = 0.1, max_cg: int = 50, precondition: bool = True,
                  line_search: str = "exact",
-                 decrement_tol: float | None = None, persist="auto", warm_start: bool = False):
+                 decrement_tol: float | None = None, persist="auto", warm_start: bool = False,
+                 random_state=None):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -104,6 +135,42 @@ class RankSVM(LinearAUCModel):
         self.decrement_tol = decrement_tol
         self.persist = persist
         self.warm_start = warm_start
+        self.random_state = random_state
+
+    def _check_C(self) -> None:
+        if isinstance(self.C, str):
+            if self.C != "auto":
+                raise ValueError(f"C must be 'auto' or a float > 0; got {self.C!r}")
+            return
+        check_param("C", self.C, float, low=0.0, include_low=False)
+
+    def _newton_kwargs(self) -> dict:
+        return dict(tol=float(self.tol), max_iter=int(self.max_iter), cg_tol=float(self.cg_tol),
+                    max_cg=int(self.max_cg), precondition=bool(self.precondition),
+                    line_search=self.line_search, decrement_tol=self.decrement_tol)
+
+    def _choose_C(self, Xd, yd) -> float:
+        """``C`` as a number: the given one, or chosen (``C="auto"``, recorded in
+        ``selection_``)."""
+        self.__dict__.pop("selection_", None)
+        if not isinstance(self.C, str):
+            return float(self.C)
+        from ._auto_c import select_C
+
+        # the choice does not depend on max_iter (a checkpointed fit resumed with more steps
+        # must choose the same C)
+        kwargs = {**self._newton_kwargs(), "max_iter": 50}
+
+        def path(X, y):  # the C path on the subsample, each solve from the previous one
+            w = None
+            C = yield
+            while True:
+                res = prsvm_newton(X, y, C=C, w0=w, **kwargs)
+                w = res.coef
+                C = yield w, res.n_iter
+
+        self.selection_ = select_C(Xd, yd, path, random_state=self.random_state)
+        return self.selection_["C"]
 
     def fit(self, X, y=None, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):
         """Fit on rows ``X`` (numpy, dask, zarr or a store path) and binary labels ``y``.
@@ -114,8 +181,10 @@ class RankSVM(LinearAUCModel):
         uninterrupted fit).
         """
         check_params(self, self._param_table)
+        self._check_C()
         Xd, yd, classes = check_X_y(X, y)
-        snapshot, on_step = None, None
+        set_features_in(self, X, Xd.shape[1])
+        snapshot, on_step, previous = None, None, None
         if checkpoint is not None:
             from ..io import save_model
             from ._base import _resumable
@@ -125,12 +194,20 @@ class RankSVM(LinearAUCModel):
                 snapshot = previous._solver_state
 
             def on_step(state):
+                for stale in ("intercept_", "calibration_slope_"):  # of an earlier fit
+                    self.__dict__.pop(stale, None)
                 self.coef_, self.n_iter_ = state["w"].copy(), int(state["n_iter"])
                 self.converged_, self.history_ = False, list(state["history"])
                 self.classes_, self.n_features_in_ = np.asarray(classes), int(Xd.shape[1])
                 self._solver_state = state
                 save_model(self, checkpoint, overwrite=True)
 
+        if previous is not None and hasattr(previous, "C_"):  # resume with the same C
+            self.C_ = float(previous.C_)
+            if hasattr(previous, "selection_"):
+                self.selection_ = previous.selection_
+        else:
+            self.C_ = self._choose_C(Xd, yd)
         w0 = None
         if self.warm_start and hasattr(self, "coef_"):
             if self.coef_.shape != (Xd.shape[1],):
@@ -140,10 +217,7 @@ class RankSVM(LinearAUCModel):
                 )
             w0 = self.coef_
         result = prsvm_newton(
-            Xd, yd, C=float(self.C), tol=float(self.tol), max_iter=int(self.max_iter),
-            cg_tol=float(self.cg_tol), max_cg=int(self.max_cg),
-            precondition=bool(self.precondition), w0=w0,
-            line_search=self.line_search, decrement_tol=self.decrement_tol,
+            Xd, yd, C=self.C_, w0=w0, **self._newton_kwargs(),
             persist=self.persist, X_val=X_val, y_val=y_val, check_input=False,
             resume=snapshot, on_step=on_step,
         )
@@ -154,7 +228,61 @@ class RankSVM(LinearAUCModel):
                 "increase max_iter", ConvergenceWarning, stacklevel=2,
             )
         self._set_result(result, classes, Xd.shape[1])
+        self._solver_state = {**dict(result.state or {}), "pairs": float(_pairs(yd)),
+                              "batches": 1}
+        self._calibrate_linear(Xd, yd, X)
         return self
+
+    def partial_fit(self, X, y=None, classes=None):
+        """Fit one more batch: solve its pairwise problem by Newton from the current model
+        and average the solution into ``coef_``, weighted by the batch's pairs (class Notes).
+
+        ``classes`` (the two label values) is accepted for scikit-learn compatibility; every
+        batch must hold both (a batch without pairs has no problem to solve). With
+        ``C="auto"`` the first batch chooses C and later batches keep it.
+        """
+        check_params(self, self._param_table)
+        self._check_C()
+        state = self._state_to_continue()
+        Xd, yd, found = check_X_y(X, y)
+        if classes is not None and not np.array_equal(np.sort(np.asarray(classes)),
+                                                      np.sort(np.asarray(found))):
+            raise ValueError(f"classes={list(classes)} do not match the labels of y "
+                             f"{list(found)}")
+        pairs = float(_pairs(yd))
+        if state is None:
+            set_features_in(self, X, Xd.shape[1])
+            self.C_ = self._choose_C(Xd, yd)
+            w0, done, weight, batches = None, None, 0.0, 0
+        else:
+            check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
+            if not np.array_equal(np.asarray(found), self.classes_):
+                raise ValueError(f"y has classes {list(found)} but the model was fitted with "
+                                 f"{list(self.classes_)}")
+            w0, done = self.coef_, self.coef_
+            weight, batches = float(state.get("pairs", 0.0)), int(state.get("batches", 0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            result = prsvm_newton(Xd, yd, C=self.C_, w0=w0, **self._newton_kwargs(),
+                                  persist=self.persist, check_input=False)
+        coef = result.coef if done is None else (
+            (weight * done + pairs * result.coef) / (weight + pairs))
+        history = list(getattr(self, "history_", []))
+        self._set_result(result, found, Xd.shape[1])
+        self.coef_ = np.asarray(coef, dtype=np.float64)
+        self.history_ = history + [{"batch": batches + 1, "pairs": pairs,
+                                    "newton_steps": int(result.n_iter),
+                                    "converged": bool(result.converged)}]
+        self.n_iter_ = batches + 1
+        self._solver_state = {"pairs": weight + pairs, "batches": batches + 1}
+        self._calibrate_linear(Xd, yd, X, batch=True)
+        return self
+
+
+def _pairs(yd) -> int:
+    """Positive-negative pairs of {-1, +1} labels (numpy or dask)."""
+    y = np.asarray(yd.compute() if isinstance(yd, da.Array) else yd)
+    return int(np.count_nonzero(y > 0)) * int(np.count_nonzero(y < 0))
 
 
 def _auc(y, scores) -> float:
@@ -172,8 +300,10 @@ def cv_select_C(estimator, X, y, Cs, cv=3, random_state=None):
 
     Parameters
     ----------
-    estimator : RankSVM (or any estimator with ``C`` and ``warm_start`` parameters)
-        Cloned per fold; its other parameters are kept.
+    estimator : RankSVM, or any estimator with a ``C`` parameter (the NBAUC presets)
+        Cloned per fold; its other parameters are kept. With a ``warm_start`` parameter
+        (RankSVM) each fit starts from the previous C's solution; the presets refit cold (and
+        refit their feature map in every fold, as cross-validation of the whole method must).
     X, y : training rows and labels (numpy, dask, zarr or a store path with ``y=None``).
     Cs : sequence of float
         The grid (e.g. ``2.0 ** np.arange(-15, 11)``); visited in increasing order, each fit
@@ -218,7 +348,9 @@ def cv_select_C(estimator, X, y, Cs, cv=3, random_state=None):
             Xtr, Xte = Xd[tr], Xd[te]
             if should_persist(Xtr, estimator.get_params().get("persist", "auto")):
                 Xtr, Xte = dask.persist(Xtr, Xte)
-        est = clone(estimator).set_params(warm_start=True)
+        est = clone(estimator)
+        if "warm_start" in est.get_params():  # a path from the previous C's solution
+            est.set_params(warm_start=True)
         for k, C in enumerate(Cs):
             est.set_params(C=float(C))
             t0 = time.perf_counter()

@@ -351,7 +351,6 @@ def pairwise_hinge_sgd(
     if lam <= 0:
         raise ValueError(f"lam must be > 0; got {lam}")
     counts = block_class_counts(y)
-    n = int(counts.sum())
     r = int(X.shape[1])
     if state is None:
         search_seed, run_seed = seed_sequence(random_state).spawn(2)
