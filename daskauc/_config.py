@@ -21,6 +21,12 @@ TARGET_CHUNK_BYTES = 64 * 2**20
 #: worker, so reading the next chunk overlaps with the work on this one); per worker thread.
 READ_AHEAD = 1
 
+#: constants at least this large (pickled size estimate) that a graph needs, such as the
+#: Nystroem projection, a stochastic solver's state or Newton's sort order, are scattered to
+#: the cluster once and referenced by the graph's tasks, not embedded in the graph: an
+#: embedded one travels with every graph (and makes distributed warn "Sending large graph").
+SHARE_BYTES = 2**20
+
 #: bytes of X one task of a stochastic chain visits: consecutive chunks of a chain share a
 #: task up to this size, so that the scheduler's round trip between the tasks of a chain
 #: (~4 ms on a LocalCluster, against ~11 ms for NSAUC over one 64 MiB chunk) stays small.

@@ -2,10 +2,57 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 
 logger = logging.getLogger("daskauc")
+
+
+def distributed_client():
+    """The distributed Client dask would use now, or None (threaded / synchronous scheduler)."""
+    import dask
+
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover - distributed is a hard dependency
+        return None
+    try:
+        client = default_client()
+    except ValueError:
+        return None
+    sched = dask.base.get_scheduler()
+    return client if getattr(sched, "__self__", None) is client else None
+
+
+def nbytes_of(obj) -> int:
+    """Bytes of the arrays in ``obj`` (arrays, dataclasses, tuples, lists, dicts of them):
+    what embedding it in a graph would cost; other objects count 0."""
+    if hasattr(obj, "nbytes") and hasattr(obj, "dtype"):
+        return int(obj.nbytes)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return sum(nbytes_of(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    if isinstance(obj, (tuple, list)):
+        return sum(nbytes_of(v) for v in obj)
+    if isinstance(obj, dict):
+        return sum(nbytes_of(v) for v in obj.values())
+    return 0
+
+
+def share(obj, client=None, *, broadcast: bool = False, min_bytes: int | None = None):
+    """``obj`` as graph tasks should take it: a Future of a copy scattered to the cluster when
+    a distributed client runs the graphs (on every worker with ``broadcast``) and ``obj``
+    holds at least ``min_bytes`` (default ``_config.SHARE_BYTES``); else ``obj`` itself.
+
+    Tasks that take the Future as an argument receive ``obj``. Scattering once replaces
+    sending ``obj`` inside every graph that uses it."""
+    from . import _config
+
+    client = client if client is not None else distributed_client()
+    limit = _config.SHARE_BYTES if min_bytes is None else min_bytes
+    if client is None or nbytes_of(obj) < limit:
+        return obj
+    return client.scatter(obj, broadcast=broadcast, hash=False)
 
 
 def default_worker_memory() -> int:
@@ -14,6 +61,19 @@ def default_worker_memory() -> int:
 
     n = os.cpu_count() or 1
     return int(psutil.virtual_memory().total * 0.8 / n)
+
+
+def free_dashboard_address(preferred: int = 8787) -> str:
+    """``":8787"`` when that port is free, else ``":0"`` (a free port the OS picks; the link
+    says which): distributed would warn "Port 8787 is already in use" and pick one itself."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", preferred))
+        except OSError:
+            return ":0"
+    return f":{preferred}"
 
 
 def get_client(address: str | None = None, *, n_workers: int | None = None,
@@ -38,7 +98,7 @@ def get_client(address: str | None = None, *, n_workers: int | None = None,
             n_workers=n,
             threads_per_worker=threads_per_worker,
             memory_limit=memory_limit if memory_limit is not None else default_worker_memory(),
-            dashboard_address=":8787" if dashboard else None,
+            dashboard_address=free_dashboard_address() if dashboard else None,
             processes=True,
         )
         client = Client(cluster)

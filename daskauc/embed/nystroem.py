@@ -44,6 +44,7 @@ from .._validation import (
     set_features_in,
 )
 from .._version import __version__
+from ..cluster import share
 from ..data.store import Dataset, create_array, open_dataset, open_store, writing_store
 from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
 from .kmeans import _child, _fit_kmeans
@@ -470,7 +471,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             yd = yy.astype(np.int8).rechunk((Xd.chunks[0],))
         else:
             yd = da.from_array(np.asarray(yy, dtype=np.int8), chunks=(Xd.chunks[0],), name=False)
-        args = self._block_args(Xd.dtype, mean, scale)
+        args = share(self._block_args(Xd.dtype, mean, scale))  # the projection: scattered
         codecs = _codecs(compressor)
         attrs = {
             "n_samples": int(n),

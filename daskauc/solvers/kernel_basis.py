@@ -31,6 +31,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .. import _config
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from ..cluster import share
 from ._kernel_basis_kernels import (
     _exp_tile,
     _strip_rmatvec,
@@ -230,7 +231,7 @@ def _share(gc: GaussianCentres, client):
     distributed cluster, the object itself under the threaded scheduler."""
     if client is None:
         return gc
-    return client.scatter(gc, broadcast=True, hash=False)
+    return share(gc, client, broadcast=True, min_bytes=0)
 
 
 def _n_threads(client) -> int:

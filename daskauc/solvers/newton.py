@@ -43,6 +43,8 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .. import _config
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from ..cluster import distributed_client as _distributed_client
+from ..cluster import share
 from ._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from ._result import SolverResult
 from .pairwise import PairwiseCoefficients, class_indices, pairwise_coefficients
@@ -90,6 +92,10 @@ def _block_rmatvec(block: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 def _zeros(n: int) -> np.ndarray:
     return np.zeros(n)
+
+
+def _rows(v: np.ndarray, start: int, stop: int) -> np.ndarray:
+    return v[start:stop]
 
 
 def _gather_coefficients(blocks: list, pos: np.ndarray, neg: np.ndarray) -> PairwiseCoefficients:
@@ -155,20 +161,6 @@ def _tree_sum(layer: dict, name: str, keys: list):
 
 
 # ------------------------------------------------------------------------------ environment
-
-
-def _distributed_client():
-    """The distributed Client dask would use now, or None (threaded / synchronous scheduler)."""
-    try:
-        from distributed import default_client
-    except ImportError:  # pragma: no cover - distributed is a hard dependency
-        return None
-    try:
-        client = default_client()
-    except ValueError:
-        return None
-    sched = dask.base.get_scheduler()
-    return client if getattr(sched, "__self__", None) is client else None
 
 
 def _workers(client) -> dict:
@@ -502,6 +494,7 @@ class _PairwiseOperator:
         # gradient coefficients at w = 0 (every pair active with margin 1): the reference
         # gradient norm is ||grad F(0)||, independent of the starting point
         self.g0 = np.where(y > 0, -float(nneg), float(npos))
+        self._g0_ref = None
 
     def _chunk(self, c: int):
         return self.rows.arg(c)
@@ -525,12 +518,15 @@ class _PairwiseOperator:
             layer[(name_s, c)] = ((_zeros, size) if zero
                                   else (basis.matvec, self._chunk(c), *basis.const, w_key))
         coef_key = (name_c, 0)
+        # the sort order hint and g0 are n-vectors: scattered, not sent inside the graph
         layer[coef_key] = (_gather_coefficients, [(name_s, c) for c in range(self.nchunks)],
-                           hint[0], hint[1])
+                           share(hint[0]), share(hint[1]))
+        if with_g0 and self._g0_ref is None:
+            self._g0_ref = share(self.g0)
         keys = []
         for c in range(self.nchunks):
             a, b = int(self.bounds[c]), int(self.bounds[c + 1])
-            g0 = self.g0[a:b] if with_g0 else None
+            g0 = (_rows, self._g0_ref, a, b) if with_g0 else None
             layer[(name_g, c)] = (basis.gradient, self._chunk(c), *basis.const, coef_key, a, b,
                                   g0)
             keys.append((name_g, c))

@@ -43,6 +43,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .. import _config
+from ..cluster import share as share_constant
 from ..cluster import threads_here
 
 
@@ -76,6 +77,10 @@ def epoch_plan(seed_entropy: int, seed_key: tuple, epoch: int, n_chunks: int,
     ss = np.random.SeedSequence(seed_entropy, spawn_key=(*tuple(seed_key), int(epoch)))
     order_ss, visit_ss = ss.spawn(2)
     return chunk_order(n_chunks, order_ss, shuffle), visit_ss.spawn(n_chunks)
+
+
+def _same(obj):
+    return obj
 
 
 def epoch_graph(
@@ -149,7 +154,8 @@ def epoch_graph(
         deps.append(state)
     else:
         start = (name, "init")
-        layer[start] = state
+        shared = share_constant(state)  # a large state (NSAUC's partner rows) is scattered
+        layer[start] = state if shared is state else (_same, shared)
     # where each chunk is held when X is persisted on a cluster: a chain then visits the
     # chunks of one worker and runs there, so no chunk travels (None: anywhere is as good)
     holders = None if stream else chunk_holders(X)
