@@ -24,6 +24,7 @@ from .estimators.presets import NBAUC, NOAM, NSAUC, NSOLAM, NSVMSGD2, RFAUC, Ker
 from .estimators.ranksvm import RankSVM, cv_select_C
 from .io import ModelFileError, load_model, save_model
 from .metrics import roc_auc, roc_curve
+from .progress import log_to_stderr, progress
 
 __all__ = [
     "__version__",
@@ -34,5 +35,5 @@ __all__ = [
     "NSAUC", "NSVMSGD2", "NBAUC", "RFAUC", "KernelRankSVM", "NOAM", "NSOLAM",
     "KernelAUC", "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
     "load_model", "save_model", "roc_auc", "roc_curve", "default_chunks",
-    "StoreIntegrityError", "ModelFileError",
+    "StoreIntegrityError", "ModelFileError", "progress", "log_to_stderr",
 ]

@@ -44,6 +44,7 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
+from ..progress import report as report_progress
 from ..solvers.stream import chunk_order, run_epoch
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres
@@ -154,6 +155,7 @@ def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, epoch0=0, shuf
             "batch_inertia": sse / max(rows, 1),
             "n_empty": int(np.count_nonzero(counts == 0)),
         })
+        report_progress(e + 1, n_epochs, "k-means epoch")
     return centers, counts, history
 
 

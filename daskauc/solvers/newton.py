@@ -45,6 +45,7 @@ from .. import _config
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
 from ..cluster import distributed_client as _distributed_client
 from ..cluster import share
+from ..progress import report as report_progress
 from ._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from ._result import SolverResult
 from .pairwise import PairwiseCoefficients, class_indices, pairwise_coefficients
@@ -955,6 +956,7 @@ def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, lin
         if Xv is not None:
             record["val_auc"] = _validation_auc(op, Xv, yv, w)
         history.append(record)
+        report_progress(n_iter, None, "Newton step")
         logger.info(
             "newton %d: F=%.10g |grad|/|grad0|=%.3g active pairs=%d cg=%s step=%s (%.2f s)%s",
             n_iter, F, rel, record["n_active_pairs"], last.get("cg_iter", "-"),

@@ -53,6 +53,7 @@ import numpy as np
 
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._validation import seed_sequence, without_finite_check
+from ..progress import report as report_progress
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
@@ -391,6 +392,7 @@ def pairwise_hinge_sgd(
             Xv, yv = validation
             row["val_auc"] = float(roc_auc(yv, linear_scores(Xv, coef)))
         history.append(row)
+        report_progress(e + 1, n_epochs)
         logger.info("nsauc epoch %d: %.2fs%s", state.epoch, row["seconds"],
                     f", val AUC {row['val_auc']:.4f}" if "val_auc" in row else "")
         if callback is not None:

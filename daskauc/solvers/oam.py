@@ -29,6 +29,7 @@ import dask.array as da
 import numpy as np
 
 from .._validation import as_row_chunked, without_finite_check
+from ..progress import report as report_progress
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult
@@ -261,6 +262,7 @@ def oam(
         if validation is not None:
             row["auc"] = _training_auc(*validation, state.wbar if average else state.w)
         history.append(row)
+        report_progress(e + 1, n_epochs)
         logger.info("oam epoch %d: %.2fs%s", state.epoch, row["seconds"],
                     f", AUC {row['auc']:.4f}" if "auc" in row else "")
         if callback is not None:

@@ -38,6 +38,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .._validation import check_param, check_X_y
+from ..progress import report as report_progress
 from ._result import SolverResult
 from .stream import epoch_plan, run_epoch
 
@@ -574,7 +575,8 @@ def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solve
         if report is not None:
             rec.update(report(state))
         history.append(rec)
-        logger.debug("%s epoch %d: %s", solver, state.epoch, rec)
+        report_progress(e + 1, n_epochs)
+        logger.info("%s epoch %d: %.2f s", solver, state.epoch, rec["seconds"])
     return state, history
 
 

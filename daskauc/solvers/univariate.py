@@ -31,6 +31,7 @@ import dask
 import numpy as np
 
 from .._validation import without_finite_check
+from ..progress import report as report_progress
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
 from .chains import add_increments, merge_running_average, mix_iterates
@@ -201,6 +202,7 @@ def univariate_sgd(
         if validation is not None:
             row["auc"] = _training_auc(*validation, coef)
         history.append(row)
+        report_progress(e + 1, n_epochs)
         logger.info("%s epoch %d: %.2fs%s", solver, state.epoch, row["seconds"],
                     f", AUC {row['auc']:.4f}" if "auc" in row else "")
         if callback is not None:

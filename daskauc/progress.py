@@ -1,0 +1,312 @@
+"""Progress bars driven by the Dask tasks themselves, on any scheduler.
+
+``with daskauc.progress("fit NSAUC"):`` shows, on stderr, one line that redraws itself: the
+step, the solver's own count (``epoch 3/20``, ``Newton step 4``) when it reports one, a bar
+of the tasks finished out of those submitted since the step began, and the seconds so far.
+daskauc's log lines (one per epoch or Newton step, with the validation AUC when there is one)
+are printed above the bar while it runs. On a distributed cluster the tasks are counted by a
+small scheduler plugin (``daskauc-progress``, registered on first use; it counts every
+client's tasks, so a shared cluster's other work shows in the bar too); under the threaded
+or synchronous scheduler by a dask callback. Without a terminal (a log file, CI) nothing is
+redrawn: the step's start and end are printed as lines.
+
+The first bar on a distributed cluster prints the dashboard link first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+logger = logging.getLogger("daskauc")
+
+#: seconds between redraws of a bar on a terminal
+REFRESH = 0.2
+PLUGIN_NAME = "daskauc-progress"
+
+_lock = threading.RLock()
+_active: list[Progress] = []  # nested progress contexts; the outermost draws
+_announced: set[str] = set()  # dashboard links already printed
+
+
+class TaskCounter(SchedulerPlugin):
+    """Scheduler plugin: tasks submitted and finished since it was registered."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self):
+        self.submitted = 0
+        self.finished = 0
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if start == "released" and finish in ("waiting", "queued", "processing", "no-worker"):
+            self.submitted += 1
+        elif finish in ("memory", "erred") and start in ("processing", "waiting", "queued"):
+            self.finished += 1
+
+
+def _read_counter(dask_scheduler=None):
+    plugin = dask_scheduler.plugins.get(PLUGIN_NAME)
+    return None if plugin is None else (plugin.submitted, plugin.finished)
+
+
+class _SchedulerCounts:
+    """(submitted, finished) read from the cluster's scheduler plugin."""
+
+    def __init__(self, client):
+        self.client = client
+        if client.run_on_scheduler(_read_counter) is None:
+            client.register_plugin(TaskCounter(), name=PLUGIN_NAME)
+
+    def read(self):
+        return self.client.run_on_scheduler(_read_counter) or (0, 0)
+
+    def close(self):
+        pass
+
+
+class _LocalCounts:
+    """(submitted, finished) of the graphs run by the threaded / synchronous scheduler."""
+
+    def __init__(self):
+        from dask.callbacks import Callback
+
+        counts = self
+
+        class _Counter(Callback):
+            def _start_state(self, dsk, state):
+                counts.submitted += sum(len(state[k]) for k in ("ready", "waiting", "running"))
+
+            def _posttask(self, key, result, dsk, state, worker_id):
+                counts.finished += 1
+
+        self.submitted = self.finished = 0
+        self._callback = _Counter()
+        self._callback.register()
+
+    def read(self):
+        return self.submitted, self.finished
+
+    def close(self):
+        self._callback.unregister()
+
+
+def _counts_source():
+    """The task counter for the scheduler dask uses now (None if it cannot be read)."""
+    from .cluster import distributed_client
+
+    client = distributed_client()
+    if client is None:
+        return _LocalCounts(), None
+    try:
+        return _SchedulerCounts(client), client
+    except Exception as exc:  # noqa: BLE001 - a scheduler without daskauc: bars show time only
+        logger.debug("no task counts from the scheduler (%s): %s", type(exc).__name__, exc)
+        return None, client
+
+
+def report(done: int, total: int | None = None, unit: str = "epoch") -> None:
+    """A solver's own progress (``done`` of ``total`` epochs or steps) for the active bar."""
+    with _lock:
+        if _active:
+            bar = _active[0]
+            bar.outer = (int(done), None if total is None else int(total), unit)
+            bar.segment_start()
+
+
+class Progress:
+    """The state and drawing of one progress bar (use :func:`progress`)."""
+
+    def __init__(self, label: str, stream=None):
+        self.label = label
+        self._stream = stream
+        self.outer: tuple[int, int | None, str] | None = None
+        self.tic = time.perf_counter()
+        self.seconds: float | None = None
+        self._counts, self._client = None, None
+        self._base = (0, 0)
+        self._last = (0, 0)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._drawn = False
+        self.started = False
+
+    @property
+    def stream(self):
+        return self._stream if self._stream is not None else sys.stderr
+
+    def _tty(self) -> bool:
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(isatty and isatty())
+
+    def start(self) -> None:
+        self._counts, self._client = _counts_source()
+        if self._client is not None and self._client.dashboard_link not in _announced:
+            _announced.add(self._client.dashboard_link)
+            self.write_line(f"Dask dashboard: {self._client.dashboard_link}")
+        if self._counts is not None:
+            self._base = self._last = self._counts.read()
+        if self._tty():
+            self._thread = threading.Thread(target=self._run, name="daskauc-progress",
+                                            daemon=True)
+            self._thread.start()
+        else:
+            self.write_line(f"[daskauc] {self.label} ...")
+        self.started = True
+
+    def _run(self) -> None:
+        while not self._stop.wait(REFRESH):
+            self.draw()
+
+    def segment_start(self) -> None:
+        """The solver reported an epoch or step: the task count starts again from here."""
+        if self._counts is not None:
+            with contextlib.suppress(Exception):
+                self._last = self._counts.read()
+        self._base = self._last
+
+    def text(self) -> str:
+        """``[daskauc] label  epoch 3/20  |#####...| 12/40 tasks  8.1 s, ~40 s left``: the
+        bar is the solver's own count with the current epoch's tasks as its fraction, or the
+        tasks since the last reported step when the solver gives no total."""
+        parts = [f"[daskauc] {self.label}"]
+        done, total, unit = self.outer if self.outer is not None else (0, None, "")
+        if self.outer is not None:
+            parts.append(f"{unit} {done}/{total}" if total else f"{unit} {done}")
+        tasks_frac = None
+        if self._counts is not None:
+            with contextlib.suppress(Exception):  # a lost scheduler: keep the last counts
+                self._last = self._counts.read()
+            submitted = self._last[0] - self._base[0]
+            finished = self._last[1] - self._base[1]
+            if submitted > 0:
+                tasks_frac = min(1.0, finished / submitted)
+                task_text = f"{finished}/{submitted} tasks"
+        frac = tasks_frac
+        if total:
+            frac = min(1.0, (done + (tasks_frac or 0.0) * (done < total)) / total)
+        elapsed = time.perf_counter() - self.tic
+        if frac is not None:
+            width = 24
+            filled = int(round(frac * width))
+            bar = f"|{'#' * filled}{'.' * (width - filled)}|"
+            parts.append(bar + (f" {task_text}" if tasks_frac is not None else ""))
+        timing = f"{elapsed:.1f} s"
+        if total and 0 < done < total:
+            timing += f", ~{elapsed / frac - elapsed:.0f} s left"
+        parts.append(timing)
+        return "  ".join(parts)
+
+    def draw(self) -> None:
+        line = self.text()
+        with _lock:
+            self.stream.write("\r\x1b[K" + line)
+            self.stream.flush()
+            self._drawn = True
+
+    def clear(self) -> None:
+        """Erase the bar so that a log line can be printed (it is redrawn after)."""
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self._drawn = False
+
+    def write_line(self, line: str) -> None:
+        with _lock:
+            self.clear()
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def finish(self, failed: bool) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.seconds = time.perf_counter() - self.tic
+        if self._counts is not None:
+            self._counts.close()
+        with _lock:
+            self.clear()
+        if not failed:
+            self.write_line(f"[daskauc] {self.label}: done in {self.seconds:.2f} s")
+
+
+class StderrHandler(logging.Handler):
+    """daskauc's log records on the current ``sys.stderr``, above the active bar if any."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("[daskauc] %(message)s"))
+
+    def emit(self, record):
+        try:
+            line = self.format(record)
+            with _lock:
+                bar = _active[0] if _active and _active[0].started else None
+                if bar is not None:
+                    bar.write_line(line)
+                else:
+                    sys.stderr.write(line + "\n")
+                    sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - logging must never break the computation
+            self.handleError(record)
+
+
+def log_to_stderr(level: int = logging.INFO) -> StderrHandler:
+    """Print daskauc's log lines at ``level`` and above on stderr (once; returns the handler).
+
+    The Python API logs one line per epoch or Newton step at INFO, like dask-ml, and prints
+    nothing until a handler is configured; this is the short way to configure one."""
+    handler = next((h for h in logger.handlers if isinstance(h, StderrHandler)), None)
+    if handler is None:
+        handler = StderrHandler()
+        logger.addHandler(handler)
+    logger.setLevel(level)
+    return handler
+
+
+@contextlib.contextmanager
+def progress(label: str = "working", *, stream=None, log: bool = True):
+    """Show a progress bar (and daskauc's log lines) while the block runs.
+
+    Parameters
+    ----------
+    label : what the step is, shown at the start of the bar.
+    stream : where to draw (default: ``sys.stderr`` at the time of each write).
+    log : also print daskauc's INFO log lines (epochs, Newton steps) above the bar.
+
+    Nested uses draw only the outermost bar. Yields the :class:`Progress`, whose
+    ``seconds`` holds the step's duration when the block ends.
+
+    Examples
+    --------
+    >>> with daskauc.progress("fit NSAUC"):                       # doctest: +SKIP
+    ...     model = daskauc.NSAUC().fit("train-emb.zarr")
+    """
+    bar = Progress(label, stream)
+    with _lock:
+        outermost = not _active
+        _active.append(bar)
+    handler = None
+    log_level = logger.level
+    failed = True
+    try:
+        if outermost:
+            bar.start()
+            if log and not any(isinstance(h, StderrHandler) for h in logger.handlers):
+                handler = log_to_stderr(min(logging.INFO, logger.getEffectiveLevel()))
+        yield bar
+        failed = False
+    finally:
+        with _lock:
+            _active.remove(bar)
+        if handler is not None:
+            logger.removeHandler(handler)
+            logger.setLevel(log_level)
+        if outermost:
+            bar.finish(failed)
+        else:
+            bar.seconds = time.perf_counter() - bar.tic
