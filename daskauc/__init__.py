@@ -1,5 +1,6 @@
 """daskauc: out-of-core, Dask-distributed nonlinear AUC maximization."""
 
+from ._progress import log_to_stderr, progress
 from ._validation import default_chunks
 from ._version import __version__
 from .data import (
@@ -24,7 +25,7 @@ from .estimators.presets import NBAUC, NOAM, NSAUC, NSOLAM, NSVMSGD2, RFAUC, Ker
 from .estimators.ranksvm import RankSVM, cv_select_C
 from .io import ModelFileError, load_model, save_model
 from .metrics import roc_auc, roc_curve
-from .progress import log_to_stderr, progress
+from .plot import plot_history, plot_roc
 
 __all__ = [
     "__version__",
@@ -36,4 +37,5 @@ __all__ = [
     "KernelAUC", "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
     "load_model", "save_model", "roc_auc", "roc_curve", "default_chunks",
     "StoreIntegrityError", "ModelFileError", "progress", "log_to_stderr",
+    "plot_roc", "plot_history",
 ]

@@ -1,8 +1,10 @@
-"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, demo.
+"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, demo, cluster.
 
-Every subcommand is a thin layer over the public API. Without ``--scheduler`` a LocalCluster
-sized for the machine is started (one single-threaded worker per core) and its dashboard link
-is printed; ``--scheduler ADDRESS`` (or a scheduler JSON file) uses an existing cluster.
+Every subcommand is a thin layer over the public API. Progress bars and log lines go to
+stderr, results to stdout (``--json`` for machine-readable results). Without ``--scheduler``
+a LocalCluster sized for the machine is started (one single-threaded worker per core) and
+stopped at the end; ``daskauc cluster`` starts one that stays, for several commands and the
+dashboard.
 """
 
 from __future__ import annotations
@@ -14,9 +16,22 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 
 logger = logging.getLogger("daskauc")
+
+DESCRIPTION = """\
+Out-of-core, Dask-distributed AUC maximization. Progress and logs go to stderr, results to
+stdout. Without --scheduler each command starts a local Dask cluster (one single-threaded
+worker per core) and stops it at the end; 'daskauc cluster' starts one that stays, and
+--scheduler ADDRESS (or DASKAUC_SCHEDULER) makes later commands use it."""
+
+EPILOG = """\
+example: daskauc ingest data.libsvm.xz data.zarr --shuffle --split train.zarr test.zarr
+         daskauc embed train.zarr train-emb.zarr --also test.zarr test-emb.zarr
+         daskauc fit train-emb.zarr model --method nsauc --plot history.png
+         daskauc evaluate model test-emb.zarr --plot roc.png"""
 
 
 # -- methods the fit command knows ------------------------------------------------------------
@@ -38,6 +53,10 @@ def _methods() -> dict:
     return methods
 
 
+def _float_or_auto(text: str):
+    return text if text == "auto" else float(text)
+
+
 def _parse_value(text: str):
     try:
         return json.loads(text)
@@ -45,48 +64,79 @@ def _parse_value(text: str):
         return text
 
 
-# -- cluster and progress ---------------------------------------------------------------------
+# -- cluster, progress and results -----------------------------------------------------------
+def _scheduler(args) -> str | None:
+    return args.scheduler or os.environ.get("DASKAUC_SCHEDULER") or None
+
+
+def _local_cluster_text(args) -> str:
+    from dask.utils import format_bytes
+
+    from .cluster import default_worker_memory
+
+    n = args.workers or (os.cpu_count() or 1)
+    mem = args.memory_limit or format_bytes(default_worker_memory())
+    return f"{n} worker(s) x 1 thread, {mem} each"
+
+
 @contextlib.contextmanager
 def _cluster(args):
+    """The client the command runs on: the scheduler given, or a LocalCluster started (and
+    announced) here and stopped at the end."""
     import dask
 
     from .cluster import get_client
 
+    address = _scheduler(args)
     if not args.verbose:  # worker processes log through their own config, set before start
         dask.config.set({"logging.distributed": "error"})
-    client = get_client(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit,
+    tic = time.perf_counter()
+    if address:
+        _log(f"connecting to the Dask scheduler at {address} ...")
+    else:
+        _log(f"starting a local Dask cluster: {_local_cluster_text(args)} ...")
+    client = get_client(address, n_workers=args.workers, memory_limit=args.memory_limit,
                         quiet=True)
-    print(f"Dask dashboard: {client.dashboard_link}", flush=True)
+    _log(f"cluster ready in {time.perf_counter() - tic:.1f} s; "
+         f"Dask dashboard: {client.dashboard_link}")
+    from ._progress import _announced
+
+    _announced.add(client.dashboard_link)
     try:
         yield client
     finally:
-        if not args.scheduler:
-            cluster = client.cluster
-            client.close()
-            if cluster is not None:
-                cluster.close()
-        else:
-            client.close()
+        tic = time.perf_counter()
+        cluster = client.cluster if not address else None
+        client.close()
+        if cluster is not None:
+            cluster.close()
+            _log(f"local cluster stopped in {time.perf_counter() - tic:.1f} s")
 
 
-class _Step:
-    """Prints a step's name when it starts and its duration when it ends."""
+def _log(line: str) -> None:
+    """A progress or status line: stderr (results go to stdout)."""
+    from ._progress import StderrHandler
 
-    def __init__(self, name: str, timings: dict | None = None):
-        self.name, self.timings = name, timings
+    StderrHandler().emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
 
-    def __enter__(self):
-        print(f"[daskauc] {self.name} ...", flush=True)
-        self.tic = time.perf_counter()
-        return self
 
-    def __exit__(self, *exc):
-        dt = time.perf_counter() - self.tic
-        if exc[0] is None:
-            print(f"[daskauc] {self.name}: done in {dt:.2f} s", flush=True)
-            if self.timings is not None:
-                self.timings[self.name] = dt
-        return False
+def _step(name: str, timings: dict | None = None):
+    """A progress bar for one step; its duration goes into ``timings``."""
+    from ._progress import progress
+
+    @contextlib.contextmanager
+    def step():
+        with progress(name) as bar:
+            yield bar
+        if timings is not None:
+            timings[name] = bar.seconds
+
+    return step()
+
+
+def _result(args, payload: dict, text: str) -> None:
+    """A command's result on stdout: ``text`` for people, or one JSON object with --json."""
+    print(json.dumps(payload) if args.json else text, flush=True)
 
 
 # -- subcommands ------------------------------------------------------------------------------
@@ -109,16 +159,20 @@ def cmd_ingest(args) -> int:
     if args.positive_classes:
         kwargs["positive_classes"] = [_parse_value(v) for v in args.positive_classes.split(",")]
     _check_outputs(args, args.store, *(args.split or ()))
-    with _Step(f"ingest {args.source} -> {args.store}"):
+    with _step(f"ingest {args.source} -> {args.store}"):
         ds = ingest(args.source, args.store, **kwargs)
     a = ds.attrs
-    print(f"{args.store}: {a.get('n_samples')} rows x {a.get('n_features')} features, "
-          f"{a.get('n_positive')} positive / {a.get('n_negative')} negative")
+    payload = {"store": args.store, "n_samples": a.get("n_samples"),
+               "n_features": a.get("n_features"), "n_positive": a.get("n_positive"),
+               "n_negative": a.get("n_negative")}
     if args.split:
         train, test = args.split
-        with _Step(f"split {args.store} -> {train}, {test}"):
+        with _step(f"split {args.store} -> {train}, {test}"):
             split_store(args.store, train, test, test_size=args.test_size,
                         random_state=args.seed, overwrite=args.overwrite)
+        payload.update(train=train, test=test)
+    _result(args, payload, f"{args.store}: {a.get('n_samples')} rows x {a.get('n_features')} "
+            f"features, {a.get('n_positive')} positive / {a.get('n_negative')} negative")
     return 0
 
 
@@ -126,9 +180,11 @@ def cmd_split(args) -> int:
     from .data.split import split_store
 
     _check_outputs(args, args.train, args.test)
-    with _Step(f"split {args.store}"):
+    with _step(f"split {args.store}"):
         split_store(args.store, args.train, args.test, test_size=args.test_size,
                     random_state=args.seed, overwrite=args.overwrite)
+    _result(args, {"store": args.store, "train": args.train, "test": args.test},
+            f"{args.store} -> {args.train}, {args.test}")
     return 0
 
 
@@ -142,47 +198,49 @@ def cmd_embed(args) -> int:
     ds = open_dataset(args.source)
     for src, _ in args.also or []:
         open_dataset(src)
+    written = []
     with _cluster(args):
         if fmap is not None:
-            with _Step(f"map {args.source} -> {args.out} with the map of {args.map}"):
-                fmap.write_embedding(args.source, args.out, overwrite=args.overwrite)
-            return 0
-        scaler = None
-        if not args.no_standardize:
-            from .data.scale import StandardScaler
+            with _step(f"map {args.source} -> {args.out} with the map of {args.map}"):
+                out = fmap.write_embedding(args.source, args.out, overwrite=args.overwrite)
+            written.append((args.out, out))
+        else:
+            scaler = None
+            if not args.no_standardize:
+                from .data.scale import StandardScaler
 
-            with _Step("standardize (fit)"):
-                scaler = StandardScaler().fit(ds.X)
-        Xs = scaler.transform(ds.X) if scaler is not None else ds.X
-        fmap = KMeansNystroem(n_components=args.landmarks, gamma=args.gamma,
-                              landmarks=args.landmark_method, kmeans_epochs=args.kmeans_epochs,
-                              dtype=args.dtype, random_state=args.seed)
-        with _Step(f"k-means landmarks ({args.landmarks})"):
-            fmap.fit(Xs)
-        with _Step(f"embed + write {args.out}"):
-            out = fmap.write_embedding(args.source, args.out, scaler=scaler,
-                                       overwrite=args.overwrite)
-        print(f"{args.out}: {out.X.shape[0]} x {out.X.shape[1]} {out.X.dtype}")
-        for src, dst in args.also or []:
-            with _Step(f"embed + write {dst}"):
-                fmap.write_embedding(src, dst, scaler=scaler, overwrite=args.overwrite)
+                with _step("standardize (fit)"):
+                    scaler = StandardScaler().fit(ds.X)
+            Xs = scaler.transform(ds.X) if scaler is not None else ds.X
+            fmap = KMeansNystroem(n_components=args.landmarks, gamma=args.gamma,
+                                  landmarks=args.landmark_method,
+                                  kmeans_epochs=args.kmeans_epochs, dtype=args.dtype,
+                                  random_state=args.seed)
+            with _step(f"k-means landmarks ({args.landmarks})"):
+                fmap.fit(Xs)
+            for src, dst in [(args.source, args.out), *(args.also or [])]:
+                with _step(f"embed + write {dst}"):
+                    out = fmap.write_embedding(src, dst, scaler=scaler,
+                                               overwrite=args.overwrite)
+                written.append((dst, out))
+    _result(args, {"stores": [{"store": dst, "n_samples": int(o.X.shape[0]),
+                               "n_features": int(o.X.shape[1]), "dtype": str(o.X.dtype)}
+                              for dst, o in written]},
+            "\n".join(f"{dst}: {o.X.shape[0]} x {o.X.shape[1]} {o.X.dtype}"
+                      for dst, o in written))
     return 0
 
 
-def cmd_fit(args) -> int:
-    from .io import save_model
-
+def _fit_estimator(args):
+    """The estimator ``daskauc fit`` asked for, or an error message."""
     methods = _methods()
     if args.method not in methods:
-        print(f"unknown method {args.method!r}; known: {', '.join(sorted(methods))}",
-              file=sys.stderr)
-        return 2
+        return None, f"unknown method {args.method!r}; known: {', '.join(sorted(methods))}"
     cls, fixed = methods[args.method]
     params = dict(fixed)
     for item in args.param or []:
         if "=" not in item:
-            print(f"--param expects KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
+            return None, f"--param expects KEY=VALUE, got {item!r}"
         key, value = item.split("=", 1)
         params[key] = _parse_value(value)
     for key in ("lam", "C", "n_epochs"):
@@ -192,17 +250,50 @@ def cmd_fit(args) -> int:
     valid = set(cls().get_params())
     unknown = sorted(set(params) - valid)
     if unknown:
-        print(f"{cls.__name__} has no parameter(s) {unknown}; it takes {sorted(valid)}",
-              file=sys.stderr)
-        return 2
+        return None, f"{cls.__name__} has no parameter(s) {unknown}; it takes {sorted(valid)}"
     if "random_state" in valid and args.seed is not None:
         params["random_state"] = args.seed
-    est = cls(**params)
-    from .data.store import open_dataset
+    return cls(**params), None
 
+
+def _check_plot(path: str | None, overwrite: bool) -> None:
+    """A --plot target: matplotlib importable, a known image type, not overwritten unasked."""
+    if path is None:
+        return
+    from .plot import _pyplot
+
+    try:
+        _pyplot()
+    except ImportError as exc:
+        raise ValueError(f"--plot: {exc}") from None
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
+        raise ValueError(f"--plot {path}: use a .png, .pdf, .svg or .jpg file name")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+
+
+def _save_figure(ax, path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = (ax[0] if isinstance(ax, (list, tuple)) else ax).figure
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    _log(f"figure written to {path}")
+
+
+def cmd_fit(args) -> int:
+    from .data.store import open_dataset
+    from .io import save_model
+
+    est, error = _fit_estimator(args)
+    if error:
+        print(f"daskauc fit: error: {error}", file=sys.stderr)
+        return 2
     # the model's path is checked before the fit (a refused save after it would lose the
     # model) and the inputs before the cluster starts
     _check_outputs(args, args.model)
+    _check_plot(args.plot, args.overwrite)
     train = open_dataset(args.store)
     validation = None
     kwargs = {}
@@ -214,20 +305,35 @@ def cmd_fit(args) -> int:
     if args.checkpoint:
         if "checkpoint" not in est.fit.__code__.co_varnames or not (
                 {"n_epochs", "max_iter"} & set(est.get_params())):
-            print(f"--checkpoint: {type(est).__name__} has no epochs or steps to checkpoint",
-                  file=sys.stderr)
+            print(f"daskauc fit: error: --checkpoint: {type(est).__name__} has no epochs or "
+                  "steps to checkpoint", file=sys.stderr)
             return 2
         kwargs.update(checkpoint=args.checkpoint, resume=args.resume)
     elif args.resume:
-        print("--resume needs --checkpoint PATH", file=sys.stderr)
+        print("daskauc fit: error: --resume needs --checkpoint PATH", file=sys.stderr)
         return 2
+    timings: dict[str, float] = {}
     with _cluster(args):
-        with _Step(f"fit {args.method} on {args.store}"):
+        with _step(f"fit {args.method} on {args.store}", timings):
             est.fit(train.X, train.y, **kwargs)
         save_model(est, args.model, overwrite=args.overwrite)
-        print(f"saved {type(est).__name__} to {args.model}")
+        _log(f"saved {type(est).__name__} to {args.model}")
+        val_auc = None
         if validation is not None:
-            print(f"validation AUC: {est.score(*validation):.6f}")
+            with _step(f"validation AUC on {args.validation}"):
+                val_auc = float(est.score(*validation))
+    if args.plot:
+        from .plot import plot_history
+
+        _save_figure(plot_history(est, title=f"daskauc fit --method {args.method}"), args.plot)
+    payload = {"model": args.model, "estimator": type(est).__name__,
+               "n_iter": int(getattr(est, "n_iter_", 0)),
+               "seconds": round(timings[f"fit {args.method} on {args.store}"], 3)}
+    text = f"saved {type(est).__name__} to {args.model}"
+    if val_auc is not None:
+        payload["validation_auc"] = val_auc
+        text += f"\nvalidation AUC: {val_auc:.6f}"
+    _result(args, payload, text)
     return 0
 
 
@@ -238,15 +344,31 @@ def cmd_evaluate(args) -> int:
 
     est = load_model(args.model)
     ds = open_dataset(args.store)
+    _check_plot(args.plot, args.overwrite)
     with _cluster(args):
-        with _Step(f"evaluate on {args.store}"):
-            auc = float(roc_auc(ds.y, est.decision_function(ds.X)))
-    print(json.dumps({"model": args.model, "store": args.store, "auc": auc}))
+        with _step(f"evaluate on {args.store}"):
+            scores = est.decision_function(ds.X)
+            if args.plot:  # the scores are used twice: computed once
+                import dask
+
+                scores = dask.persist(scores)[0] if hasattr(scores, "dask") else scores
+            auc = float(roc_auc(ds.y, scores))
+        if args.plot:
+            from .plot import plot_roc
+
+            with _step(f"ROC curve -> {args.plot}"):
+                ax = plot_roc(ds.y, scores, pr=args.pr,
+                              label=f"{type(est).__name__} on {os.path.basename(args.store)}")
+                _save_figure(ax, args.plot)
+    _result(args, {"model": args.model, "store": args.store, "auc": auc},
+            f"AUC of {args.model} on {args.store}: {auc:.6f}")
     return 0
 
 
 def cmd_demo(args) -> int:
     """Ingest the shipped spambase data, embed it, train NSAUC and print test AUC and timings."""
+    import shutil
+
     from .data.default import default_dataset_path
     from .data.ingest import ingest
     from .data.scale import StandardScaler
@@ -257,156 +379,270 @@ def cmd_demo(args) -> int:
     from .metrics import roc_auc
 
     timings: dict[str, float] = {}
+    keep = args.workdir is not None or args.keep
     workdir = args.workdir or tempfile.mkdtemp(prefix="daskauc-demo-")
     os.makedirs(workdir, exist_ok=True)
     p = lambda name: os.path.join(workdir, name)  # noqa: E731
-    with _cluster(args):
-        with _Step("ingest spambase (shipped with daskauc)", timings):
-            ingest(default_dataset_path(), p("spambase.zarr"), shuffle=True,
-                   random_state=args.seed, overwrite=True, chunk_rows=1000)
-        with _Step("stratified 80/20 split", timings):
-            split_store(p("spambase.zarr"), p("train.zarr"), p("test.zarr"), test_size=0.2,
-                        random_state=args.seed, overwrite=True)
-        train = open_dataset(p("train.zarr"))
-        with _Step("standardize (fit)", timings):
-            scaler = StandardScaler().fit(train.X)
-        fmap = KMeansNystroem(n_components=args.landmarks, random_state=args.seed)
-        with _Step(f"k-means landmarks ({args.landmarks})", timings):
-            fmap.fit(scaler.transform(train.X))
-        with _Step("embed + write train/test embeddings", timings):
-            emb_train = fmap.write_embedding(p("train.zarr"), p("train-emb.zarr"),
-                                             scaler=scaler, overwrite=True)
-            emb_test = fmap.write_embedding(p("test.zarr"), p("test-emb.zarr"),
-                                            scaler=scaler, overwrite=True)
-        model = PairwiseHingeSGD(lam=args.lam, n_epochs=args.epochs, random_state=args.seed)
-        with _Step(f"NSAUC ({args.epochs} epochs)", timings):
-            model.fit(emb_train.X, emb_train.y)
-        with _Step("test AUC", timings):
-            auc = float(roc_auc(emb_test.y, model.decision_function(emb_test.X)))
-    print()
-    print(f"spambase: {train.n_samples} train rows, {emb_test.n_samples} test rows, "
-          f"{fmap.n_components_} embedding dimensions")
-    print(f"NSAUC test AUC: {auc:.4f}   (Khalid et al. report 0.9804 for NBAUC on spambase)")
-    print("timings (s): " + ", ".join(f"{k}: {v:.2f}" for k, v in timings.items()))
-    print(f"stores kept in {workdir}")
+    try:
+        with _cluster(args):
+            with _step("ingest spambase (shipped with daskauc)", timings):
+                ingest(default_dataset_path(), p("spambase.zarr"), shuffle=True,
+                       random_state=args.seed, overwrite=True, chunk_rows=1000)
+            with _step("stratified 80/20 split", timings):
+                split_store(p("spambase.zarr"), p("train.zarr"), p("test.zarr"), test_size=0.2,
+                            random_state=args.seed, overwrite=True)
+            train = open_dataset(p("train.zarr"))
+            with _step("standardize (fit)", timings):
+                scaler = StandardScaler().fit(train.X)
+            fmap = KMeansNystroem(n_components=args.landmarks, random_state=args.seed)
+            with _step(f"k-means landmarks ({args.landmarks})", timings):
+                fmap.fit(scaler.transform(train.X))
+            with _step("embed + write train/test embeddings", timings):
+                emb_train = fmap.write_embedding(p("train.zarr"), p("train-emb.zarr"),
+                                                 scaler=scaler, overwrite=True)
+                emb_test = fmap.write_embedding(p("test.zarr"), p("test-emb.zarr"),
+                                                scaler=scaler, overwrite=True)
+            model = PairwiseHingeSGD(lam=args.lam, n_epochs=args.epochs, random_state=args.seed)
+            with _step(f"NSAUC ({args.epochs} epochs)", timings):
+                model.fit(emb_train.X, emb_train.y)
+            with _step("test AUC", timings):
+                auc = float(roc_auc(emb_test.y, model.decision_function(emb_test.X)))
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    payload = {"dataset": "spambase", "n_train": int(train.n_samples),
+               "n_test": int(emb_test.n_samples), "n_components": int(fmap.n_components_),
+               "test_auc": auc, "timings": {k: round(v, 3) for k, v in timings.items()},
+               "workdir": workdir if keep else None}
+    text = "\n".join([
+        f"spambase: {train.n_samples} train rows, {emb_test.n_samples} test rows, "
+        f"{fmap.n_components_} embedding dimensions",
+        f"NSAUC test AUC: {auc:.4f}   (Khalid et al. report 0.9804 for NBAUC on spambase)",
+        "timings (s): " + ", ".join(f"{k}: {v:.2f}" for k, v in timings.items()),
+        f"stores kept in {workdir}" if keep else "stores removed (keep them with --workdir DIR "
+        "or --keep)",
+    ])
+    _result(args, payload, text)
+    return 0
+
+
+def cmd_cluster(args) -> int:
+    """Start a local cluster that stays until interrupted; later commands use --scheduler."""
+    import signal
+
+    from distributed import Client, LocalCluster
+
+    from .cluster import default_worker_memory, free_dashboard_address
+
+    if not args.verbose:
+        import dask
+
+        dask.config.set({"logging.distributed": "error"})
+    if args.scheduler_file:
+        _check_outputs(args, args.scheduler_file)
+    tic = time.perf_counter()
+    _log(f"starting a local Dask cluster: {_local_cluster_text(args)} ...")
+    cluster = LocalCluster(
+        n_workers=args.workers or (os.cpu_count() or 1), threads_per_worker=1,
+        memory_limit=args.memory_limit or default_worker_memory(),
+        dashboard_address=free_dashboard_address(), processes=True,
+        scheduler_kwargs={"port": args.port},
+    )
+    client = Client(cluster)
+    address = cluster.scheduler_address
+    if args.scheduler_file:
+        client.write_scheduler_file(args.scheduler_file)
+    _log(f"cluster ready in {time.perf_counter() - tic:.1f} s; stop it with Ctrl-C")
+    _result(args, {"scheduler": address, "dashboard": client.dashboard_link,
+                   "scheduler_file": args.scheduler_file},
+            f"scheduler: {address}\ndashboard: {client.dashboard_link}\n"
+            f"use it:    daskauc --scheduler {address} fit ...   "
+            f"(or export DASKAUC_SCHEDULER={address})")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        client.close()
+        cluster.close()
+        if args.scheduler_file and os.path.exists(args.scheduler_file):
+            os.remove(args.scheduler_file)
+        _log("cluster stopped")
     return 0
 
 
 # -- argument parsing -------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="daskauc", description=__doc__.splitlines()[0])
-    parser.add_argument("--scheduler", default=None,
-                        help="address of an existing Dask scheduler (or a scheduler JSON file); "
-                        "default: start a LocalCluster")
-    parser.add_argument("--workers", type=int, default=None, help="LocalCluster workers")
-    parser.add_argument("--memory-limit", default=None, help="LocalCluster memory per worker")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's default shown (unless its help already says it, or it is a flag);
+    descriptions and epilogs kept as written."""
 
-    p = sub.add_parser("ingest", help="LIBSVM/CSV file -> Zarr dataset store")
-    p.add_argument("source")
-    p.add_argument("store")
-    p.add_argument("--format", choices=["libsvm", "csv"], default=None)
-    p.add_argument("--n-features", type=int, default=None)
-    p.add_argument("--pos-label", type=_parse_value, default=None)
-    p.add_argument("--positive-classes", default=None, help="comma-separated raw labels")
-    p.add_argument("--label-column", type=int, default=-1)
-    p.add_argument("--delimiter", default=None)
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--chunk-rows", type=int, default=None)
-    p.add_argument("--shuffle", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" not in text and action.option_strings and action.nargs != 0
+                and action.default not in (None, argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """Options accepted before or after the subcommand (after it, they override)."""
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    parser.add_argument("--scheduler", default=default(None), metavar="ADDRESS",
+                        help="address (tcp://host:8786) or scheduler JSON file of a running "
+                        "Dask cluster; default: $DASKAUC_SCHEDULER, else start a local cluster")
+    parser.add_argument("--workers", type=int, default=default(None),
+                        help="workers of the local cluster (default: one per core)")
+    parser.add_argument("--memory-limit", default=default(None),
+                        help="memory per local worker, e.g. 4GiB (default: 80%% of RAM / "
+                        "workers)")
+    parser.add_argument("--json", action="store_true", default=default(False),
+                        help="print the result as one JSON object on stdout")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default(False),
+                        help="also show Dask's own log messages")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    parser = argparse.ArgumentParser(prog="daskauc", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"daskauc {__version__}")
+    _global_options(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, help, func):
+        p = sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+        _global_options(p, suppress=True)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("ingest", "LIBSVM/svmlight or CSV file -> Zarr dataset store", cmd_ingest)
+    p.add_argument("source", help="input file (plain, .gz, .bz2 or .xz)")
+    p.add_argument("store", help="dataset store to write (a directory)")
+    p.add_argument("--format", choices=["libsvm", "csv"], default=None,
+                   help="input format (default: from the file name and first line)")
+    p.add_argument("--n-features", type=int, default=None,
+                   help="number of features (default: the largest index seen)")
+    p.add_argument("--pos-label", type=_parse_value, default=None,
+                   help="raw label of the positive class (default: the larger of two labels)")
+    p.add_argument("--positive-classes", default=None,
+                   help="comma-separated raw labels grouped as positive (multi-class files)")
+    p.add_argument("--label-column", type=int, default=-1,
+                   help="CSV: the label's column index (negative counts from the end)")
+    p.add_argument("--delimiter", default=None,
+                   help="CSV: field delimiter (default: comma or whitespace, detected)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                   help="stored feature type")
+    p.add_argument("--chunk-rows", type=int, default=None,
+                   help="rows per chunk (default: about 64 MiB per chunk)")
+    p.add_argument("--shuffle", action="store_true",
+                   help="write the rows in a uniform random order (out of core)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of shuffle and split")
     p.add_argument("--split", nargs=2, metavar=("TRAIN", "TEST"), default=None,
                    help="also write a stratified train/test split to these stores")
-    p.add_argument("--test-size", type=float, default=0.2)
-    p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(func=cmd_ingest)
+    p.add_argument("--test-size", type=float, default=0.2, help="test fraction of --split")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
-    p = sub.add_parser("split", help="stratified train/test split of a dataset store")
-    p.add_argument("store")
-    p.add_argument("train")
-    p.add_argument("test")
-    p.add_argument("--test-size", type=float, default=0.2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(func=cmd_split)
+    p = command("split", "stratified train/test split of a dataset store", cmd_split)
+    p.add_argument("store", help="dataset store to split")
+    p.add_argument("train", help="training store to write")
+    p.add_argument("test", help="test store to write")
+    p.add_argument("--test-size", type=float, default=0.2, help="test fraction")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
-    p = sub.add_parser("embed", help="fit k-means Nystroem on a dataset store, write embedding")
+    p = command("embed", "standardize, fit k-means Nystroem landmarks, write the embedding",
+                cmd_embed)
     p.add_argument("source", help="dataset store to embed (and fit on, without --map)")
     p.add_argument("out", help="embedding store to write")
     p.add_argument("--map", default=None,
                    help="embedding store whose fitted map is applied (no fitting)")
-    p.add_argument("--landmarks", type=int, default=1600)
-    p.add_argument("--landmark-method", default="kmeans", choices=["kmeans", "random", "all"])
-    p.add_argument("--gamma", type=float, default=None)
-    p.add_argument("--kmeans-epochs", type=int, default=3)
-    p.add_argument("--no-standardize", action="store_true")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--landmarks", type=int, default=1600,
+                   help="number of landmarks (embedding dimensions, at most)")
+    p.add_argument("--landmark-method", default="kmeans", choices=["kmeans", "random", "all"],
+                   help="how landmarks are chosen")
+    p.add_argument("--gamma", type=float, default=None,
+                   help="Gaussian kernel gamma (default: 1 / mean squared distance to the mean)")
+    p.add_argument("--kmeans-epochs", type=int, default=3, help="mini-batch k-means epochs")
+    p.add_argument("--no-standardize", action="store_true",
+                   help="embed the features as stored (default: standardize first)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                   help="embedding type")
     p.add_argument("--also", nargs=2, action="append", metavar=("SOURCE", "OUT"),
-                   help="map another dataset store with the same fitted map")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(func=cmd_embed)
+                   help="map another dataset store with the same fitted map (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
-    p = sub.add_parser("fit", help="fit a linear AUC solver on a dataset/embedding store")
-    p.add_argument("store")
+    p = command("fit", "fit an AUC solver on a dataset or embedding store", cmd_fit)
+    p.add_argument("store", help="training store")
     p.add_argument("model", help="where to save the fitted model (Zarr group)")
     p.add_argument("--method", default="nsauc",
                    help="nsauc, nsvmsgd2, nbauc (= ranksvm: PRSVM+ Newton), lsauc, twopass, "
-                        "opauc, solam, spam, spdam, oam, uni-exp, uni-squ (default nsauc)")
+                        "opauc, solam, spam, spdam, oam, uni-exp, uni-squ")
     p.add_argument("--lam", type=float, default=None,
-                   help="regularization of the SGD and least-squares methods")
-    p.add_argument("--C", type=float, default=None,
-                   help="loss weight of nbauc/ranksvm and oam")
+                   help="regularization of the SGD and least-squares methods (default: the "
+                   "estimator's)")
+    p.add_argument("--C", type=_float_or_auto, default=None,
+                   help="loss weight of nbauc/ranksvm and oam (default: the estimator's; "
+                   "'auto' for nbauc)")
     p.add_argument("--epochs", dest="n_epochs", type=int, default=None,
-                   help="passes over the data (stochastic methods)")
+                   help="passes over the data of the stochastic methods (default: the "
+                   "estimator's)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="any other estimator parameter (JSON value)")
-    p.add_argument("--validation", default=None, help="store whose AUC is reported")
+                   help="any other estimator parameter (JSON value; repeatable)")
+    p.add_argument("--validation", default=None,
+                   help="store whose AUC is recorded per epoch / step and reported")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="write the fit's history (objective, validation AUC) as a figure")
     p.add_argument("--checkpoint", default=None, metavar="PATH",
                    help="save the model with its solver state here after every epoch or "
                         "Newton step (atomically)")
     p.add_argument("--resume", action="store_true",
                    help="continue the fit saved at --checkpoint (the same model as an "
                         "uninterrupted fit, bit for bit)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(func=cmd_fit)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
-    p = sub.add_parser("evaluate", help="exact AUC of a saved model on a store")
-    p.add_argument("model")
-    p.add_argument("store")
-    p.set_defaults(func=cmd_evaluate)
+    p = command("evaluate", "exact AUC of a saved model on a store", cmd_evaluate)
+    p.add_argument("model", help="saved model (from daskauc fit)")
+    p.add_argument("store", help="store to score (with labels)")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="write the ROC curve (with the AUC) as a figure")
+    p.add_argument("--pr", action="store_true",
+                   help="with --plot: add the precision-recall curve beside the ROC curve")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --plot file")
 
-    p = sub.add_parser("demo", help="end-to-end run on the shipped spambase dataset")
-    p.add_argument("--landmarks", type=int, default=400)
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--lam", type=float, default=1e-6)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workdir", default=None)
-    p.set_defaults(func=cmd_demo)
+    p = command("demo", "end-to-end run on the spambase data shipped with daskauc", cmd_demo)
+    p.add_argument("--landmarks", type=int, default=400, help="Nystroem landmarks")
+    p.add_argument("--epochs", type=int, default=5, help="NSAUC epochs")
+    p.add_argument("--lam", type=float, default=1e-6, help="NSAUC regularization")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--workdir", default=None,
+                   help="keep the stores in this directory (default: a temporary directory, "
+                   "removed at the end)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the temporary directory and print its path")
+
+    p = command("cluster", "start a local Dask cluster that stays until Ctrl-C, for later "
+                "commands (--scheduler) and the dashboard", cmd_cluster)
+    p.add_argument("--port", type=int, default=8786, help="scheduler port (0: any free port)")
+    p.add_argument("--scheduler-file", default=None, metavar="FILE",
+                   help="also write the scheduler's address to this JSON file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing "
+                   "--scheduler-file")
     return parser
-
-
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at the time of each record."""
-
-    def emit(self, record):
-        self.stream = sys.stderr
-        super().emit(record)
 
 
 def _configure_logging(verbose: bool) -> None:
     """daskauc's own progress lines on stderr; Dask's logs only with --verbose."""
-    log = logging.getLogger("daskauc")
-    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("[daskauc] %(message)s"))
-        log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    level = logging.INFO if verbose else logging.WARNING
-    for name in ("distributed", "bokeh", "tornado"):
-        logging.getLogger(name).setLevel(level)
+    from ._progress import log_to_stderr
+
+    log_to_stderr(logging.INFO)
+    logging.getLogger("distributed").setLevel(logging.INFO if verbose else logging.WARNING)
+    for name in ("bokeh", "tornado"):  # the dashboard server's notes: nothing to act on
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
 
 
 def main(argv: list[str] | None = None) -> int:

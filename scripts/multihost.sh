@@ -307,7 +307,7 @@ for m in "${METHOD_LIST[@]}"; do
   [[ $m == nsauc ]] && extra=(--lam 1e-8 --epochs "$EPOCHS" --param "n_chains=$CHAINS")
   step "fit $m" "${D[@]}" fit "$STORES/train-emb.zarr" "$STORES/$m-model" --method "$m" "${extra[@]}"
   tasks "fit $m"
-  step "evaluate $m" "${D[@]}" evaluate "$STORES/$m-model" "$STORES/test-emb.zarr"
+  step "evaluate $m" "${D[@]}" --json evaluate "$STORES/$m-model" "$STORES/test-emb.zarr"
   AUC[$m]=$(sed -n 's/.*"auc": *\([0-9.eE+-]*\).*/\1/p' "$LOGS/last-step.log" | tail -n1)
   [[ -n ${AUC[$m]} ]] || die "no AUC in the output of evaluate"
   tasks "evaluate $m"

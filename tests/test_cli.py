@@ -54,8 +54,8 @@ def test_ingest_embed_fit_evaluate(tmp_path, capsys):
     assert main(["fit", d("tr-emb.zarr"), d("model"), "--method", "nsauc", "--lam", "1e-4",
                  "--epochs", "3", "--validation", d("te-emb.zarr")]) == 0
     capsys.readouterr()
-    assert main(["evaluate", d("model"), d("te-emb.zarr")]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["evaluate", d("model"), d("te-emb.zarr"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     model = load_model(d("model"))
     te_emb = open_dataset(d("te-emb.zarr"))
     expected = roc_auc_score(te_emb.y.compute(), te_emb.X.compute() @ model.coef_)
@@ -90,8 +90,8 @@ def test_every_method_fits_saves_and_evaluates(embedded, tmp_path, method, capsy
     err = capsys.readouterr().err
     if method in ("nbauc", "ranksvm"):  # progress: one line per Newton iteration
         assert "newton 0:" in err and "newton 1:" in err
-    assert main(["evaluate", model, test]) == 0
-    auc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["auc"]
+    assert main(["--json", "evaluate", model, test]) == 0
+    auc = json.loads(capsys.readouterr().out)["auc"]
     est = load_model(model)
     te = open_dataset(test)
     assert auc == pytest.approx(roc_auc_score(te.y.compute(), est.decision_function(
@@ -131,8 +131,9 @@ def test_model_round_trip_without_pickle(tmp_path):
 
 def test_demo_on_the_shipped_dataset(tmp_path, capsys):
     assert main(["demo", "--workdir", str(tmp_path), "--landmarks", "100", "--epochs", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "Dask dashboard:" in out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "Dask dashboard:" in captured.err and "Dask dashboard" not in out
     auc = float(out.split("NSAUC test AUC:")[1].split()[0])
     te = open_dataset(tmp_path / "test-emb.zarr")
     assert te.n_samples == 921  # 20% of spambase's 4,601 rows, stratified

@@ -1,5 +1,14 @@
 """What a user sees: no warnings they cannot act on, progress bars, plots, the CLI's manners."""
 
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 import warnings
 
 import dask
@@ -69,3 +78,214 @@ def test_dashboard_port_taken_picks_another(tmp_path):
         probe.bind(("", 0))
         port = probe.getsockname()[1]
     assert free_dashboard_address(port) == f":{port}"
+
+
+# -- progress ---------------------------------------------------------------------------------
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_without_a_terminal_prints_start_and_end_lines():
+    X, y = _data(n=3000)
+    out = io.StringIO()
+    with dask.config.set(scheduler="threads"), daskauc.progress("fit SGD", stream=out) as bar:
+        daskauc.PairwiseHingeSGD(n_epochs=2, random_state=0).fit(X, y)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[daskauc] fit SGD ..."
+    assert lines[-1].startswith("[daskauc] fit SGD: done in ") and bar.seconds > 0
+    assert "\r" not in out.getvalue()  # nothing redrawn in a log file
+
+
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_progress_bar_counts_tasks_and_epochs(on_cluster, request, monkeypatch):
+    """The bar's text: the solver's epoch count and the tasks finished of those submitted,
+    read from the scheduler plugin on a cluster, from a dask callback on threads."""
+    from daskauc import _progress as progress_mod
+
+    monkeypatch.setattr(progress_mod, "REFRESH", 0.01)
+    X, y = _data(n=20_000)
+    Xd = dask.array.from_array(X, chunks=(2000, X.shape[1]))
+    yd = dask.array.from_array(y, chunks=2000)
+    ctx = (request.getfixturevalue("dask_cluster_client") if on_cluster else None)
+    term = _Terminal()
+    with dask.config.set(scheduler=ctx if on_cluster else "threads"), \
+            daskauc.progress("fit", stream=term) as bar:
+        daskauc.PairwiseHingeSGD(n_epochs=3, random_state=0).fit(Xd, yd)
+        final = bar.text()
+    drawn = term.getvalue()
+    assert "\r\x1b[K[daskauc] fit" in drawn  # redrawn in place on a terminal
+    assert "epoch 3/3" in final
+    assert "tasks" in drawn
+    submitted, finished = bar._last
+    assert finished > 0 and submitted >= finished
+    assert drawn.rstrip().splitlines()[-1].endswith(f"[daskauc] fit: done in {bar.seconds:.2f} s")
+
+
+def test_log_lines_print_above_the_bar():
+    """daskauc's epoch lines (the logging convention of dask-ml) appear with the bar."""
+    X, y = _data(n=3000)
+    out = io.StringIO()
+    with dask.config.set(scheduler="threads"), daskauc.progress("fit", stream=out), \
+            contextlib.redirect_stderr(out):
+        daskauc.PairwiseHingeSGD(n_epochs=2, random_state=0).fit(X, y)
+    assert "[daskauc] nsauc epoch 1:" in out.getvalue()
+    assert "[daskauc] nsauc epoch 2:" in out.getvalue()
+
+
+# -- plots ------------------------------------------------------------------------------------
+def test_plot_roc_and_pr_match_scikit_learn():
+    pytest.importorskip("matplotlib")
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    rng = np.random.default_rng(1)
+    y = np.where(rng.random(500) < 0.3, 1, -1)
+    s = y * 0.8 + rng.normal(size=500)
+    roc_ax, pr_ax = daskauc.plot_roc(y, s, pr=True, label="m")
+    auc_text = roc_ax.get_legend().get_texts()[0].get_text()
+    assert f"{roc_auc_score(y, s):.4f}" in auc_text
+    ap_text = pr_ax.get_legend().get_texts()[0].get_text()
+    assert f"{average_precision_score(y, s):.4f}" in ap_text
+    fpr, tpr = roc_ax.lines[0].get_data()
+    assert fpr[0] == 0 and tpr[-1] == 1
+
+
+def test_plot_history_panels():
+    pytest.importorskip("matplotlib")
+    X, y = _data(n=3000)
+    Xv, yv = _data(n=1000, seed=1)
+    with dask.config.set(scheduler="threads"):
+        sgd = daskauc.PairwiseHingeSGD(n_epochs=3, random_state=0).fit(
+            X, y, validation=(Xv, yv))
+        svm = daskauc.RankSVM(C=1e-3).fit(X, y)
+    (ax,) = daskauc.plot_history(sgd)
+    assert ax.get_ylabel() == "validation AUC"
+    assert list(ax.lines[0].get_xdata()) == [1, 2, 3]
+    axes = daskauc.plot_history(svm)
+    assert [a.get_ylabel() for a in axes] == ["objective", "relative gradient norm"]
+    assert axes[0].get_yscale() == "log"
+    with pytest.raises(ValueError, match="empty"):
+        daskauc.plot_history([])
+
+
+# -- the command line -------------------------------------------------------------------------
+def test_cli_version_and_help_for_every_option(capsys):
+    from daskauc.cli import build_parser, main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"daskauc {daskauc.__version__}"
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.choices and "fit" in a.choices)
+    assert "``" not in parser.description  # no RST markup in --help
+    for name, sub in subparsers.choices.items():
+        text = sub.format_help()
+        for action in sub._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            assert action.help, f"{name} {action.option_strings} has no help text"
+            if action.nargs != 0 and action.default not in (None, "==SUPPRESS=="):
+                assert "default" in (sub._get_formatter()._get_help_string(action)), \
+                    f"{name} {action.option_strings}: default not shown"
+        assert "--scheduler" in text and "--json" in text  # global options after it too
+
+
+def test_cli_global_options_after_the_subcommand():
+    from daskauc.cli import build_parser
+
+    parser = build_parser()
+    before = parser.parse_args(["--workers", "1", "--json", "evaluate", "m", "s"])
+    after = parser.parse_args(["evaluate", "m", "s", "--workers", "1", "--json"])
+    neither = parser.parse_args(["evaluate", "m", "s"])
+    assert (before.workers, before.json) == (after.workers, after.json) == (1, True)
+    assert (neither.workers, neither.json, neither.scheduler) == (None, False, None)
+
+
+def _cli_stores(tmp_path):
+    X, y = _data(n=800, d=3)
+    daskauc.ingest_array(X, y, tmp_path / "d.zarr")
+    return str(tmp_path / "d.zarr")
+
+
+def test_cli_inputs_checked_before_the_cluster_starts(tmp_path, capsys):
+    from daskauc.cli import main
+
+    tic = time.perf_counter()
+    assert main(["evaluate", str(tmp_path / "no-model"), str(tmp_path / "no-store")]) == 1
+    assert main(["fit", str(tmp_path / "no-store"), str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert "starting a local Dask cluster" not in err and err.count("error:") == 2
+    assert time.perf_counter() - tic < 3
+    store = _cli_stores(tmp_path)
+    assert main(["fit", store, str(tmp_path / "m"), "--plot", str(tmp_path / "h.txt")]) == 1
+    assert "--plot" in capsys.readouterr().err
+
+
+def test_cli_json_results_plots_and_streams(tmp_path, capsys):
+    """Results on stdout (JSON with --json), progress and logs on stderr; the history and
+    ROC figures written."""
+    from daskauc.cli import main
+
+    store = _cli_stores(tmp_path)
+    model, hist, roc = (str(tmp_path / n) for n in ("m", "h.png", "roc.png"))
+    assert main(["fit", store, model, "--method", "nbauc", "--C", "1e-3", "--plot", hist,
+                 "--json", "--workers", "1"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert result["estimator"] == "RankSVM" and result["n_iter"] >= 1
+    assert "starting a local Dask cluster: 1 worker(s)" in err and "newton 0:" in err
+    assert "Dask dashboard" in err and "local cluster stopped" in err
+    assert main(["evaluate", model, store, "--plot", roc, "--pr", "--json",
+                 "--workers", "1"]) == 0
+    out, err = capsys.readouterr()
+    auc = json.loads(out)["auc"]
+    est = daskauc.load_model(model)
+    ds = daskauc.open_dataset(store)
+    assert auc == pytest.approx(est.score(ds.X, ds.y), abs=1e-12)
+    from PIL import Image
+
+    for path, min_width in ((hist, 800), (roc, 1000)):
+        with Image.open(path) as img:
+            assert img.format == "PNG" and img.size[0] >= min_width
+    # an existing figure is not overwritten unasked
+    assert main(["evaluate", model, store, "--plot", roc]) == 1
+    assert "exists" in capsys.readouterr().err
+
+
+def test_cli_demo_cleans_up_its_temporary_directory(tmp_path, capsys, monkeypatch):
+    from daskauc.cli import main
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert main(["demo", "--landmarks", "50", "--epochs", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["workdir"] is None and result["test_auc"] > 0.9
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("daskauc-demo-")]
+
+
+def test_cli_cluster_is_reused_by_later_commands(tmp_path):
+    """`daskauc cluster` in its own process; a later command uses it (no cluster started),
+    and Ctrl-C stops it and removes its scheduler file."""
+    store = _cli_stores(tmp_path)
+    sched_file = tmp_path / "scheduler.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daskauc.cli", "cluster", "--workers", "1", "--port", "0",
+         "--scheduler-file", str(sched_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        address = proc.stdout.readline().split()[-1]  # "scheduler: tcp://..."
+        assert address.startswith("tcp://")
+        env = dict(os.environ, DASKAUC_SCHEDULER=address)
+        fit = subprocess.run([sys.executable, "-m", "daskauc.cli", "fit", store,
+                              str(tmp_path / "m"), "--epochs", "1", "--json"],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert fit.returncode == 0, fit.stderr
+        assert f"connecting to the Dask scheduler at {address}" in fit.stderr
+        assert "starting a local" not in fit.stderr
+        assert json.loads(fit.stdout)["estimator"] == "PairwiseHingeSGD"
+        assert json.loads(sched_file.read_text())["address"] == address
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "cluster stopped" in err and not sched_file.exists()

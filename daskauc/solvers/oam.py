@@ -28,8 +28,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from .._progress import report as report_progress
 from .._validation import as_row_chunked, without_finite_check
-from ..progress import report as report_progress
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult

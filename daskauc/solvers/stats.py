@@ -37,8 +37,8 @@ from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
+from .._progress import report as report_progress
 from .._validation import check_param, check_X_y
-from ..progress import report as report_progress
 from ._result import SolverResult
 from .stream import epoch_plan, run_epoch
 
