@@ -91,7 +91,8 @@ sphinx_gallery_conf = {
 # --- HTML -----------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
 html_title = f"daskauc {release}"
-html_static_path = ["_static"]
+# _static holds the screenshots of the README / closing notes; absent in a checkout without them
+html_static_path = ["_static"] if os.path.isdir(os.path.join(ROOT, "docs", "_static")) else []
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
