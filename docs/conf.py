@@ -33,6 +33,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "sphinx-mathjax-offline",  # MathJax served from _static: the math renders without a network
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -100,6 +101,12 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc"],
 }
 html_show_sourcelink = False
+# the left sidebar lists a section's sub-pages: keep it where there are some
+html_sidebars = {
+    page: []
+    for page in ("index", "getting_started", "user_guide", "algorithms", "choosing", "kernel",
+                 "least_squares", "cluster", "robustness", "reproduction", "changelog", "api")
+}
 
 
 def setup(app):
