@@ -504,7 +504,7 @@ def markdown_kmeans(km: dict) -> str:
         md_table(rows),
         "",
         "Ratios: daskauc's time over scikit-learn's, of the best and of the median runs; the "
-        "target (issue 14) is at most 1.0 at equal or better inertia. "
+        "target is at most 1.0 at equal or better inertia. "
         + (f"`KMeansNystroem` runs {default} epoch{'s' if default != 1 else ''} by default. "
            if default is not None else "") + "; ".join(notes) + ".",
         "",

@@ -209,7 +209,7 @@ def write_md(rows: list[dict], argv: list[str], seconds: float, out: str) -> Non
         "not improve after its first epoch (stuck at a saddle point). All three are checked "
         "by the lines above; for the third, the NSOLAM gain from epoch 1 to the last is the "
         "measure (this SOLAM: step zeta/sqrt(t), projection, gamma-weighted average of the "
-        "iterates, SPEC §4.4, with the zeta and R chosen by CV in the reproduction).",
+        "iterates, docs/algorithms.md, with the zeta and R chosen by CV in the reproduction).",
         ""]
     with open(out, "w") as fh:
         fh.write("\n".join(lines))

@@ -32,8 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
-# Natole, Ying & Lyu 2018 (SPAM table) and 2019 (SPDAM table), test AUC, as in SPEC §5 and
-# the thesis slides (seed 002). Their splice has 3,175 rows (train + test); ours 1,000.
+# Natole, Ying & Lyu 2018 (SPAM table) and 2019 (SPDAM table), test AUC, as the papers and
+# Natole's thesis defence slides report them. Their splice has 3,175 rows (train + test);
+# ours 1,000.
 PAPER = {
     "a9a": {"SPAM-L2": .8998, "SPAM-NET": .8980, "SOLAM": .8966, "OPAUC": .9002,
             "LSAUC": .8982, "SPDAM": .8967, "regSOLAM": .8970},
@@ -265,7 +266,8 @@ def write_doc(rows, grids, quick, seconds, out):
             paper = f" / {r['paper']:.4f}" if r["paper"] is not None else " / —"
             cells.append(f"{r['test_auc']:.4f}{paper}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines += ["", "## Targets (SPEC §5)", "", "| dataset | method | target | ours | met |",
+    lines += ["", "## Targets (the papers' figures)", "",
+              "| dataset | method | target | ours | met |",
               "|---|---|---|---|---|"]
     for (d, m), tgt in TARGETS.items():
         r = by.get((d, m))

@@ -84,7 +84,8 @@ KHALID_T4 = {
     "covtype": {"NOAM": (.9129, 61.75), "NSOLAM": (.9225, 63.59), "NSAUC": (.9600, 49.17),
                 "NBAUC": (.9660, 1110.44)},
 }
-# Natole et al. (seed 002) figures for the two datasets least_squares_tables.PAPER lacks.
+# Natole et al. (thesis defence slides) figures for the two datasets that
+# least_squares_tables.PAPER lacks.
 LS_PAPER_EXTRA = {
     "usps": {"SPAM-L2": .9868, "SPAM-NET": .9855, "SOLAM": .9822, "OPAUC": .9620,
              "LSAUC": .9634, "SPDAM": .9854, "regSOLAM": .9848},

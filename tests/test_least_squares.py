@@ -162,7 +162,8 @@ def test_twopass_gradient_is_unbiased():
     G = twopass_gradient(w, X, y, means, lam)
     np.testing.assert_allclose(G.mean(axis=0), ref.ls_gradient(w, X, y, lam), rtol=1e-10,
                                atol=1e-12)
-    # and each row's gradient is the derivative of the row loss L_t defined in SPEC §4.4
+    # and each row's gradient is the derivative of the row loss L_t defined in
+    # docs/algorithms.md, "TwoPassAUC"
     for i in (0, 1, 7):
         g = ref.numerical_gradient(lambda v, i=i: ref.twopass_row_loss(v, X[i], y[i], X, y, lam),
                                    w)

@@ -79,7 +79,7 @@ def test_coefficients_match_brute_force_with_ties_and_unit_gaps(seed):
     assert c.loss == ref.loss(o, y)
     np.testing.assert_array_equal(c.g, ref.score_gradient(o, y))
     assert c.n_active_pairs == int((M > 0).sum())
-    # the SPEC formulas for g in terms of the coefficients
+    # the formulas for g in terms of the coefficients (docs/algorithms.md, PRSVM+)
     P, N = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
     np.testing.assert_array_equal(c.g[P], -((1 - o[P]) * alpha + beta))
     np.testing.assert_array_equal(c.g[N], (1 + o[N]) * gamma - delta)

@@ -1,4 +1,4 @@
-"""Online baselines: OAM (seq / gra) and Uni-Exp / Uni-Squ (SPEC §4.5)."""
+"""Online baselines: OAM (seq / gra) and Uni-Exp / Uni-Squ (docs/algorithms.md)."""
 
 from __future__ import annotations
 
@@ -157,7 +157,8 @@ def test_separable_problem_reaches_auc_one(est):
 
 
 def test_oracles_agree_uni_squ_direction_is_least_squares_auc():
-    # The squared univariate minimizer (with offset) is parallel to SPEC §4.4's LS optimum.
+    # The squared univariate minimizer (with offset) is parallel to the LS optimum
+    # (docs/algorithms.md).
     X, y = _data(n=500, d=4, seed=3)
     for lam in (0.0, 0.3):
         w, _ = weighted_square_optimum(X, y, lam)

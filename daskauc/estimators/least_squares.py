@@ -1,4 +1,6 @@
-"""scikit-learn estimators of the least-squares AUC family (SPEC §4.4).
+"""scikit-learn estimators of the least-squares AUC family.
+
+Objective and update: docs/algorithms.md, "Least-squares AUC".
 
 All of them target the same objective,
 

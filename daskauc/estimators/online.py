@@ -1,4 +1,8 @@
-"""Online AUC baselines as scikit-learn estimators: OAM and Uni-Exp / Uni-Squ (SPEC §4.5)."""
+"""Online AUC baselines as scikit-learn estimators: OAM and Uni-Exp / Uni-Squ.
+
+Objectives and updates: docs/algorithms.md, "Online pairwise hinge: OAM" and "Univariate
+baselines".
+"""
 
 from __future__ import annotations
 

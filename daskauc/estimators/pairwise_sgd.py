@@ -62,9 +62,11 @@ class PairwiseHingeSGD(LinearAUCModel):
     Notes
     -----
     Objective ``(lam/2)||w||^2 + (1/(n+ n-)) sum_{i in P, j in N} max(0, 1 - w.(x_i - x_j))``.
-    Each step pairs a positive of the chunk being visited with a negative of the whole data
-    (the chunk's own, or one of the negatives kept from the chunk visited before), so every
-    pair is equally likely whatever the row order: see :mod:`daskauc.solvers.nsauc`.
+    Each visit of a chunk pairs its rows with rows of the other class from the chunk itself
+    and from a sample of the last chunks visited (a window of at most 8 chunks), with the
+    steps scaled so that every positive-negative pair of the data is drawn equally often in
+    expectation whatever the row order: see :mod:`daskauc.solvers.nsauc` and
+    docs/algorithms.md, "Pairwise hinge SGD: NSAUC and NSVMSGD2".
 
     References
     ----------

@@ -3,10 +3,11 @@
 All kernels are pure functions over arrays; the Python drivers in :mod:`daskauc.solvers.pairwise`
 and :mod:`daskauc.solvers.newton` own sorting, validation and scheduling.
 
-Notation (SPEC section 4.2): positives ``P`` and negatives ``N`` each sorted by score,
-``pos_idx`` / ``neg_idx`` their row indices in ascending score order, ``s = o[pos_idx] - 1``
-the positives' shifted scores (computed once, outside, so that both directions of the pair
-test compare the very same floating-point numbers). A pair ``(i, j)`` is active when
+Notation (docs/algorithms.md, "Pairwise squared hinge: PRSVM+ truncated Newton"): positives
+``P`` and negatives ``N`` each sorted by score, ``pos_idx`` / ``neg_idx`` their row indices in
+ascending score order, ``s = o[pos_idx] - 1`` the positives' shifted scores (computed once,
+outside, so that both directions of the pair test compare the very same floating-point
+numbers). A pair ``(i, j)`` is active when
 ``o_j > s_i``, i.e. ``1 - o_i + o_j > 0`` strictly.
 
 * ``k[a]`` = number of negatives with ``o_j <= s_a``: the active negatives of the ``a``-th
@@ -63,7 +64,7 @@ def _pair_coefficients(
     delta,  # OUT (n-,) float64 sum_{i in B_j} o_i
     g,  # OUT (n,) float64 gradient coefficients
 ):
-    """Fill the SPEC 4.2 coefficients and ``g``; return the pairwise squared-hinge loss.
+    """Fill the PRSVM+ coefficients and ``g``; return the pairwise squared-hinge loss.
 
     ``g_i = -sum_{j in A_i} (o_j - s_i)`` for positives and ``g_j = sum_{i in B_j} (o_j - s_i)``
     for negatives, the same margins ``1 - o_i + o_j`` as the loss, so ``F'(w) = w + 2C X^T g``.

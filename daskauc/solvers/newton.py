@@ -1,6 +1,7 @@
 """PRSVM+ truncated Newton for the pairwise squared hinge (NBAUC / linear RankSVM / RFAUC).
 
-Objective (SPEC section 4.2)::
+Objective (Chapelle & Keerthi 2010; docs/algorithms.md, "Pairwise squared hinge: PRSVM+
+truncated Newton")::
 
     F(w) = 1/2 ||w||^2 + C sum_{i in P} sum_{j in N} max(0, 1 - o_i + o_j)^2,   o = X w.
 

@@ -1,4 +1,7 @@
-"""NSAUC and NSVMSGD2: stochastic pairwise hinge SGD streaming chunks (SPEC §4.3).
+"""NSAUC and NSVMSGD2: stochastic pairwise hinge SGD streaming chunks.
+
+Khalid, Ray & Chitsaz, Algorithm 3. Objective and update: docs/algorithms.md, "Pairwise hinge
+SGD: NSAUC and NSVMSGD2".
 
 Objective: ``(lam/2) ||w||^2 + mean over positive-negative pairs of max(0, 1 - w.(x_i - x_j))``.
 

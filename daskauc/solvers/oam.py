@@ -1,4 +1,6 @@
-"""OAM: online AUC maximization with reservoir buffers, streaming chunks (SPEC §4.5).
+"""OAM: online AUC maximization with reservoir buffers, streaming chunks (Zhao et al. 2011).
+
+Objective and update: docs/algorithms.md, "Online pairwise hinge: OAM".
 
 Zhao, Hoi, Jin & Yang (2011) write the pairwise hinge objective
 ``(1/2)||w||^2 + C sum_{i in P, j in N} max(0, 1 - w.(x_i - x_j))`` as a sum over arriving

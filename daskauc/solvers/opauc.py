@@ -1,4 +1,6 @@
-"""OPAUC: one-pass AUC optimization with running class statistics (Gao et al. 2013; SPEC §4.4).
+"""OPAUC: one-pass AUC optimization with running class statistics (Gao et al. 2013).
+
+Objective and update: docs/algorithms.md, "OPAUC".
 
 Gao et al. minimize ``(lam_o/2) ||w||^2 + (1/(2 n+ n-)) sum_{i in P, j in N}
 (1 - w.(x_i - x_j))^2`` one row at a time: for a positive ``x_t`` (once a negative has been

@@ -1,4 +1,6 @@
-"""Sorted-score coefficients of the pairwise squared hinge (PRSVM+, SPEC section 4.2).
+"""Sorted-score coefficients of the pairwise squared hinge (PRSVM+).
+
+Objective and update: docs/algorithms.md, "Pairwise squared hinge: PRSVM+ truncated Newton".
 
 Given scores ``o`` and the row indices of the positives and negatives, one sort per class and
 O(n) passes give, for every positive ``i``, the active negatives

@@ -1,4 +1,6 @@
-"""SOLAM and regSOLAM: saddle-point SGD for least-squares AUC (Ying, Wen & Lyu 2016; SPEC §4.4).
+"""SOLAM and regSOLAM: saddle-point SGD for least-squares AUC (Ying, Wen & Lyu 2016).
+
+Objective and update: docs/algorithms.md, "SOLAM and regSOLAM".
 
 SOLAM solves
 
@@ -10,7 +12,7 @@ whose value in ``w`` (after optimizing ``a, b, alpha``) is ``p (1-p) (LS_0(w) - 
 unpenalized least-squares AUC objective. With ``p`` estimated online
 (``p_t = (#positives among the first t rows) / t``) and ``gamma_t = zeta / sqrt(t)``, each row
 makes a descent step in ``(w, a, b)`` and an ascent step in ``alpha`` with the stochastic
-gradients (written out in seed 004; ``y = +1``):
+gradients (``y = +1``):
 
     dF/dw = 2 (1-p)(w.x - a - 1 - alpha) x,   dF/da = -2 (1-p)(w.x - a),   dF/db = 0,
     dF/dalpha = -2 (1-p) w.x - 2 p (1-p) alpha,

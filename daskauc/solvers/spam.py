@@ -1,4 +1,6 @@
-"""SPAM: stochastic proximal AUC maximization (Natole, Ying & Lyu 2018; SPEC §4.4).
+"""SPAM: stochastic proximal AUC maximization (Natole, Ying & Lyu 2018).
+
+Objective and update: docs/algorithms.md, "SPAM".
 
 SOLAM's saddle-point function (Ying, Wen & Lyu 2016), with ``p = n+/n``,
 
@@ -22,8 +24,9 @@ by the whole family) to the paper's ``beta`` / ``beta1``.
 
 Each step: ``u = w - eta_t * grad``; then the proximal map of ``eta_t Omega``:
 soft-threshold by ``eta_t beta1`` (SPAM-NET; skipped for SPAM-L2), then shrink by
-``1 / (1 + eta_t beta)``. Output: the uniform average of the iterates (SPEC), or with
-``average=False`` the last iterate (the one SPAM's convergence theorems bound).
+``1 / (1 + eta_t beta)``. Output: the uniform average of the iterates (this function's
+default), or with ``average=False`` the last iterate (the one SPAM's convergence theorems
+bound; the default of the :class:`daskauc.SPAM` estimator).
 Steps: ``eta_t = eta / sqrt(t)`` (``schedule="invsqrt"``, the authors' code, ``eta`` = their
 C) or ``eta_t = eta / (t + 1)`` (``schedule="inverse"``, the O(log T / T) theorem's
 ``1 / (C~ (t+1))`` with ``eta = 1/C~``).
@@ -104,7 +107,7 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
         Step constant: ``eta/sqrt(t)`` or ``eta/(t+1)`` by ``schedule``.
     schedule : {"invsqrt", "inverse"}
     average : bool
-        Return the uniform average of the iterates (SPEC, default) or the last iterate
+        Return the uniform average of the iterates (default) or the last iterate
         (the iterate the paper's convergence theorems bound).
     n_epochs : int
     shuffle : bool

@@ -1,4 +1,6 @@
-"""SPDAM: stochastic primal-dual AUC maximization with linear convergence (SPEC §4.4).
+"""SPDAM: stochastic primal-dual AUC maximization with linear convergence (Natole, Ying & Lyu 2019).
+
+Objective and update: docs/algorithms.md, "SPDAM".
 
 Natole, Ying & Lyu (2019) minimize out ``a, b, alpha`` of SOLAM's saddle problem and obtain an
 empirical risk with per-row quadratic losses, solved by Zhang & Xiao's stochastic primal-dual

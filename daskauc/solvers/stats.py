@@ -1,4 +1,6 @@
-"""Sufficient statistics of the least-squares AUC objective and its exact minimizer (SPEC §4.4).
+"""Sufficient statistics of the least-squares AUC objective and its exact minimizer.
+
+Objective and update: docs/algorithms.md, "Least-squares AUC".
 
 The pairwise least-squares AUC objective
 

@@ -1,4 +1,6 @@
-"""TwoPassAUC (Luan & Gao 2018): class means in a first pass, then SGD on LS (SPEC §4.4).
+"""TwoPassAUC (Luan & Gao 2018): class means in a first pass, then SGD on LS.
+
+Objective and update: docs/algorithms.md, "TwoPassAUC".
 
 Derivation of the per-row gradient. Write LS with the class means ``c+``, ``c-`` and
 ``D = c+ - c-``:
@@ -144,8 +146,8 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
 
     Notes
     -----
-    Minimizes LS(w) (SPEC §4.4) by SGD with the per-row gradient (derived in the module
-    docstring)
+    Minimizes LS(w) (docs/algorithms.md, "Least-squares AUC") by SGD with the per-row
+    gradient (derived in the module docstring)
 
         g_t(w) = 2 (n/n+) (w.(x_t - c+)) (x_t - c+) + 2 (w.D - 1) D + lam w   (y_t = +1),
 

@@ -1,4 +1,6 @@
-"""Online Uni-Exp / Uni-Squ: SGD on a class-weighted univariate loss (SPEC §4.5).
+"""Online Uni-Exp / Uni-Squ: SGD on a class-weighted univariate loss (Kotlowski et al. 2011).
+
+Objective and update: docs/algorithms.md, "Univariate baselines".
 
 Kotlowski, Dembczynski & Huellermeier (2011) show that minimizing a univariate exponential
 (or logistic) loss whose positive and negative rows are weighted by ``1/p`` and ``1/(1-p)``
@@ -7,8 +9,9 @@ is exact for the exponential loss: minimizing
 ``(1/n+) sum_P exp(-(w.x + b)) + (1/n-) sum_N exp(w.x + b)`` over ``b`` leaves
 ``2 sqrt((1/n+ n-) sum_{P x N} exp(-w.(x_i - x_j)))``, the pairwise (RankBoost) exponential
 loss; for the squared loss the minimizing ``w`` is parallel to the least-squares AUC
-optimum (``(S+ + S- + lam/2 I)^(-1) D``, see SPEC §4.4). So the solver learns ``b`` alongside
-``w`` (unpenalized) and returns ``w`` only: AUC does not depend on ``b``.
+optimum (``(S+ + S- + lam/2 I)^(-1) D``, see docs/algorithms.md, "Least-squares AUC"). So
+the solver learns ``b`` alongside ``w`` (unpenalized) and returns ``w`` only: AUC does not
+depend on ``b``.
 
 Streaming exactly as :mod:`daskauc.solvers.oam`: one graph per epoch
 (``daskauc-uni-exp-epoch-...`` / ``daskauc-uni-squ-epoch-...``), a random chunk order and a

@@ -91,7 +91,7 @@ def class_means(X, y):
 
 
 def twopass_row_loss(w, x, yt, X, y, lam) -> float:
-    """L_t(w) with the n/n_c weighting (SPEC §4.4), written from the definition."""
+    """L_t(w) with the n/n_c weighting (docs/algorithms.md, "TwoPassAUC"), from the definition."""
     yy = _pm1(y)
     n, n_pos, n_neg = len(yy), np.sum(yy > 0), np.sum(yy < 0)
     cp, cn, _ = class_means(X, y)
@@ -167,7 +167,7 @@ def spam_run(X, y, order, eta, lam_ls, l1_ls, invsqrt=True):
 
 
 def solam_run(X, y, order, zeta, R, kappa, variant="paper", lam_ls=None):
-    """SOLAM pseudo-code (Ying et al. 2016 / seed 004) with numerical gradients of F.
+    """SOLAM pseudo-code (Ying, Wen & Lyu 2016) with numerical gradients of F.
 
     ``lam_ls`` not None: regSOLAM (no projection, penalty p(1-p) lam/2 ||w||^2).
     Returns the gamma-weighted average of w."""

@@ -135,7 +135,7 @@ def weighted_square_optimum(X, y, lam):
 
 
 def least_squares_auc_optimum(X, y, lam):
-    """SPEC §4.4's ``w* = (S+ + S- + D D^T + (lam/2) I)^(-1) D`` from class moments."""
+    """The LS optimum ``w* = (S+ + S- + D D^T + (lam/2) I)^(-1) D`` from class moments."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
     P, N = X[y > 0], X[y < 0]
