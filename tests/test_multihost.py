@@ -73,7 +73,8 @@ def test_scheduler_and_two_workers_in_namespaces_run_the_cli_end_to_end():
     assert "daskauc tasks ran on all 2 workers" in out
     # every CLI step ran against the scheduler in its namespace, and evaluate gave a real AUC
     for step in ("ingest", "embed", "fit", "evaluate"):
-        assert re.search(rf"^\$ daskauc --scheduler tcp://{re.escape(SUBNET)}\.10:8786 {step} ",
+        assert re.search(rf"^\$ daskauc --scheduler tcp://{re.escape(SUBNET)}\.10:8786 "
+                         rf"(--json )?{step} ",
                          out, flags=re.M), step
     auc = float(re.search(r"^RESULT nsauc test AUC ([0-9.]+)$", out, flags=re.M).group(1))
     assert 0.95 < auc <= 1.0, out  # NSAUC on spambase: about 0.975 here; the paper's 0.98

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# A user's terminal session with the daskauc CLI, recorded with `script` so that the progress
+# bars are drawn as on a terminal: `daskauc demo`, then ijcnn1 (ingest, embed, fit with a
+# history plot, evaluate with a ROC plot). Writes docs/benchmarks/cli_transcript.{md,txt}
+# (the terminal's final text, bars as last drawn) and the two figures beside them.
+#   scripts/cli_transcript.sh [DATA_DIR]     (default ../shared/data)
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DATA="${1:-$ROOT/../shared/data}"
+OUT="$ROOT/docs/benchmarks"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+cat >"$WORK/session.sh" <<SESSION
+set -e
+cd "$WORK"
+run() { echo "\$ \$*"; /usr/bin/time -f "(%e s wall, %M KB max RSS of the command)" "\$@"; echo; }
+run daskauc --version
+run daskauc demo
+run daskauc ingest "$DATA/ijcnn1/ijcnn1.trn.bz2" train.zarr
+run daskauc ingest "$DATA/ijcnn1/ijcnn1.tst.bz2" test.zarr --n-features 22
+run daskauc embed train.zarr train-emb.zarr --landmarks 1600 --also test.zarr test-emb.zarr
+run daskauc fit train-emb.zarr model --method nsauc --epochs 10 --validation test-emb.zarr --plot "$OUT/cli_history.png" --overwrite
+run daskauc evaluate model test-emb.zarr --plot "$OUT/cli_roc.png" --pr --overwrite --json
+run daskauc evaluate missing-model test-emb.zarr || true
+SESSION
+script -q -e -c "bash $WORK/session.sh" "$WORK/raw.txt" >/dev/null
+# the terminal's final text: each carriage return redraws the line, so keep what was drawn last
+python3 - "$WORK/raw.txt" "$OUT/cli_transcript.txt" <<'PY'
+import re, sys
+raw = open(sys.argv[1], errors="replace").read()
+raw = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw)
+lines = []
+for line in raw.replace("\r\n", "\n").split("\n"):
+    if line.startswith("Script started") or line.startswith("Script done"):
+        continue
+    parts = [p for p in line.split("\r") if p.strip()]
+    lines.append(parts[-1] if parts else "")
+open(sys.argv[2], "w").write("\n".join(lines).strip() + "\n")
+PY
+{
+  echo "# The command line, as a user sees it"
+  echo
+  echo "\`scripts/cli_transcript.sh\`: a terminal session recorded with \`script\` (progress bars"
+  echo "drawn on a terminal; below, each bar as it was last drawn), on $(nproc) cores, load"
+  echo "average $(cut -d' ' -f1-3 /proc/loadavg) at the end. Figures: [history](cli_history.png), [ROC](cli_roc.png)."
+  echo
+  echo '```text'
+  cat "$OUT/cli_transcript.txt"
+  echo '```'
+} >"$OUT/cli_transcript.md"
+echo "wrote $OUT/cli_transcript.md"
