@@ -85,7 +85,7 @@ def _cluster(args):
     announced) here and stopped at the end."""
     import dask
 
-    from .cluster import get_client
+    from .cluster import close_local_cluster, get_client
 
     address = _scheduler(args)
     if not args.verbose:  # worker processes log through their own config, set before start
@@ -106,10 +106,10 @@ def _cluster(args):
         yield client
     finally:
         tic = time.perf_counter()
-        cluster = client.cluster if not address else None
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        if address:
+            client.close()
+        else:
+            close_local_cluster(client)
             _log(f"local cluster stopped in {time.perf_counter() - tic:.1f} s")
 
 
@@ -432,7 +432,7 @@ def cmd_cluster(args) -> int:
 
     from distributed import Client, LocalCluster
 
-    from .cluster import default_worker_memory, free_dashboard_address
+    from .cluster import close_local_cluster, default_worker_memory, free_dashboard_address
 
     if not args.verbose:
         import dask
@@ -465,8 +465,7 @@ def cmd_cluster(args) -> int:
         while not stop.wait(0.5):
             pass
     finally:
-        client.close()
-        cluster.close()
+        close_local_cluster(client)
         if args.scheduler_file and os.path.exists(args.scheduler_file):
             os.remove(args.scheduler_file)
         _log("cluster stopped")

@@ -107,6 +107,28 @@ def get_client(address: str | None = None, *, n_workers: int | None = None,
     return client
 
 
+def close_local_cluster(client, timeout: float = 10.0) -> None:
+    """Close ``client`` and its LocalCluster: the workers first, then the scheduler.
+
+    Closing the scheduler while its workers run races with their heartbeats, and a worker
+    then logs "Failed to communicate with scheduler during heartbeat" with a traceback: noise
+    a user cannot act on."""
+    import time
+
+    cluster = client.cluster
+    if cluster is not None:
+        try:
+            cluster.scale(0)
+            deadline = time.monotonic() + timeout
+            while client.scheduler_info().get("workers") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except Exception as exc:  # noqa: BLE001 - closing must go on whatever happened
+            logger.debug("scaling the local cluster to 0 failed: %s", exc)
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
 def threads_here() -> int:
     """Threads that run tasks in this process: the Dask worker's, else the local scheduler's."""
     try:

@@ -18,6 +18,8 @@ HISTORY_PANELS = (
     ("batch_inertia", "batch inertia"),
 )
 LOG_SCALE = {"objective", "rel_grad_norm", "batch_inertia"}
+#: ROC curves of at least this AUC get an inset of the top-left corner, where they run
+ZOOM_AUC = 0.95
 
 
 def _pyplot():
@@ -75,6 +77,8 @@ def plot_roc(y, scores, *, ax=None, pr: bool = False, label: str | None = None):
     roc_ax.set_aspect("equal")
     roc_ax.grid(alpha=0.3)
     roc_ax.legend(loc="lower right")
+    if auc >= ZOOM_AUC:
+        _zoom_corner(roc_ax, fpr, tpr)
     if pr_ax is not None:
         # average precision: the precision at each recall step, weighted by the step
         ap = float(np.sum(np.diff(tpr, prepend=0.0) * precision))
@@ -84,9 +88,24 @@ def plot_roc(y, scores, *, ax=None, pr: bool = False, label: str | None = None):
         pr_ax.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="recall", ylabel="precision",
                   title="precision-recall curve")
         pr_ax.grid(alpha=0.3)
-        pr_ax.legend(loc="lower left")
+        pr_ax.legend(loc="best")
         return roc_ax, pr_ax
     return roc_ax
+
+
+def _zoom_corner(ax, fpr: np.ndarray, tpr: np.ndarray) -> None:
+    """An inset of the top-left corner, where a curve of AUC near 1 is drawn on the frame:
+    false positive rates up to where the true positive rate reaches 99.5%."""
+    reach = fpr[np.searchsorted(tpr, 0.995)] if tpr[-1] >= 0.995 else 1.0
+    x_max = float(min(1.0, max(0.01, 1.5 * reach)))
+    y_min = float(max(0.0, tpr[np.searchsorted(fpr, 0.0, side="right") - 1] - 0.02))
+    inset = ax.inset_axes([0.3, 0.32, 0.62, 0.45])
+    inset.plot(fpr, tpr, lw=1.5)
+    inset.set(xlim=(0, x_max), ylim=(y_min, 1.001))
+    inset.grid(alpha=0.3)
+    inset.tick_params(labelsize=7)
+    inset.set_title("top-left corner", fontsize=8)
+    ax.indicate_inset_zoom(inset, edgecolor="grey")
 
 
 def _history_of(model_or_history) -> list[dict]:
@@ -139,8 +158,8 @@ def plot_history(model_or_history, *, axes=None, title: str | None = None):
         ax.grid(alpha=0.3)
         if key in ("val_auc", "auc"):
             best = int(np.argmax(ys))
-            ax.annotate(f"{ys[best]:.4f}", (xs[best], ys[best]), textcoords="offset points",
-                        xytext=(0, 6), ha="center")
+            ax.annotate(f"best {ys[best]:.4f}", (xs[best], ys[best]),
+                        textcoords="offset points", xytext=(-4, -14), ha="right")
     name = title or (type(model_or_history).__name__
                      if hasattr(model_or_history, "history_") else "fit")
     axes[0].figure.suptitle(f"{name}: {len(history)} {xlabel}s")
