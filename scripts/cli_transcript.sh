@@ -22,6 +22,15 @@ run daskauc embed train.zarr train-emb.zarr --landmarks 1600 --also test.zarr te
 run daskauc fit train-emb.zarr model --method nsauc --epochs 10 --validation test-emb.zarr --plot "$OUT/cli_history.png" --overwrite
 run daskauc evaluate model test-emb.zarr --plot "$OUT/cli_roc.png" --pr --overwrite --json
 run daskauc evaluate missing-model test-emb.zarr || true
+# a cluster that stays (it takes port 8787 for its dashboard), reused by a later command
+echo "\$ daskauc cluster --port 0 --scheduler-file sched.json &"
+daskauc cluster --port 0 --scheduler-file sched.json > cluster.log 2>&1 &
+for _ in \$(seq 100); do [[ -s sched.json ]] && break; sleep 0.1; done
+cat cluster.log; echo
+run daskauc --scheduler sched.json evaluate model test-emb.zarr
+# the dashboard port is taken now: another command's local cluster picks a free one
+run daskauc demo --landmarks 100 --epochs 1 --json
+kill -INT %1; wait %1; cat cluster.log | tail -n 1
 SESSION
 script -q -e -c "bash $WORK/session.sh" "$WORK/raw.txt" >/dev/null
 # the terminal's final text: each carriage return redraws the line, so keep what was drawn last
