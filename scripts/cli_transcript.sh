@@ -9,6 +9,8 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DATA="${1:-$ROOT/../shared/data}"
 OUT="$ROOT/docs/benchmarks"
 WORK="$(mktemp -d)"
+# the daskauc of this checkout's virtual environment (the README's two commands make it)
+[[ -x "$ROOT/.venv/bin/daskauc" ]] && export PATH="$ROOT/.venv/bin:$PATH"
 trap 'rm -rf "$WORK"' EXIT
 cat >"$WORK/session.sh" <<SESSION
 set -e
@@ -36,13 +38,17 @@ script -q -e -c "bash $WORK/session.sh" "$WORK/raw.txt" >/dev/null
 # the terminal's final text: each carriage return redraws the line, so keep what was drawn last
 python3 - "$WORK/raw.txt" "$OUT/cli_transcript.txt" <<'PY'
 import re, sys
-raw = open(sys.argv[1], errors="replace").read()
+raw = open(sys.argv[1], errors="replace", newline="").read()  # keep lone \r
 raw = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw)
 lines = []
 for line in raw.replace("\r\n", "\n").split("\n"):
     if line.startswith("Script started") or line.startswith("Script done"):
         continue
+    # a redrawn bar is a run of frames separated by \r, then cleared for the next line:
+    # show its last frame (what the terminal showed just before) above that line
     parts = [p for p in line.split("\r") if p.strip()]
+    if len(parts) > 1:
+        lines.append("  " + parts[-2].strip())
     lines.append(parts[-1] if parts else "")
 open(sys.argv[2], "w").write("\n".join(lines).strip() + "\n")
 PY
