@@ -97,7 +97,7 @@ def _cluster(args):
         _log(f"starting a local Dask cluster: {_local_cluster_text(args)} ...")
     client = get_client(address, n_workers=args.workers, memory_limit=args.memory_limit,
                         quiet=True)
-    _log(f"cluster ready in {time.perf_counter() - tic:.1f} s; "
+    _log(f"{'connected' if address else 'cluster ready'} in {time.perf_counter() - tic:.1f} s; "
          f"Dask dashboard: {client.dashboard_link}")
     from ._progress import _announced
 

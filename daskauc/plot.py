@@ -95,10 +95,11 @@ def plot_roc(y, scores, *, ax=None, pr: bool = False, label: str | None = None):
 
 def _zoom_corner(ax, fpr: np.ndarray, tpr: np.ndarray) -> None:
     """An inset of the top-left corner, where a curve of AUC near 1 is drawn on the frame:
-    false positive rates up to where the true positive rate reaches 99.5%."""
-    reach = fpr[np.searchsorted(tpr, 0.995)] if tpr[-1] >= 0.995 else 1.0
+    false positive rates up to 1.5 times where the true positive rate reaches 99%."""
+    reach = fpr[np.searchsorted(tpr, 0.99)] if tpr[-1] >= 0.99 else 1.0
     x_max = float(min(1.0, max(0.01, 1.5 * reach)))
-    y_min = float(max(0.0, tpr[np.searchsorted(fpr, 0.0, side="right") - 1] - 0.02))
+    # from the true positive rate a tenth of the way in: the knee, not the vertical start
+    y_min = float(max(0.0, tpr[min(tpr.size - 1, np.searchsorted(fpr, 0.1 * x_max))] - 0.01))
     inset = ax.inset_axes([0.3, 0.32, 0.62, 0.45])
     inset.plot(fpr, tpr, lw=1.5)
     inset.set(xlim=(0, x_max), ylim=(y_min, 1.001))
