@@ -37,7 +37,7 @@ def test_rows_far_from_the_origin_are_centred(make):
     if isinstance(est, SPAM):
         ref = spam(X - X.mean(axis=0), y, eta=est.eta_, average=est.average, **kw)
     else:
-        ref = univariate_sgd(X - X.mean(axis=0), y, loss=est.loss, **kw)
+        ref = univariate_sgd(X - X.mean(axis=0), y, loss=est.loss, eta0=est.eta0_, **kw)
     np.testing.assert_allclose(est.coef_, ref.coef, rtol=1e-10, atol=1e-12)
     if isinstance(est, UnivariateAUC):  # the offset for the rows as given
         b = ref.state.offset[1]
@@ -48,7 +48,8 @@ def test_well_scaled_rows_are_used_as_they_are():
     X, y = _far(loc=0.0)
     est = UnivariateAUC(random_state=0).fit(X, y)
     assert not est.center_.any()
-    np.testing.assert_array_equal(est.coef_, univariate_sgd(X, y, random_state=0).coef)
+    np.testing.assert_array_equal(est.coef_,
+                                  univariate_sgd(X, y, eta0=est.eta0_, random_state=0).coef)
 
 
 def test_dask_input_and_partial_fit_use_the_same_centre():

@@ -449,10 +449,11 @@ def test_one_named_graph_per_pass(cls, name, first_pass, monkeypatch):
     with _Graphs() as g:
         cls(n_epochs=3, random_state=0).fit(Xd, yd)
     # the label check (check_X_y), SPAM's centring statistics (a bounded sample of chunks:
-    # here all), the class means (first pass), OPAUC's mean squared row norm for its "auto"
-    # step (a bounded sample: here all), one graph per epoch, the calibration's scores
+    # here all), the class means (first pass), OPAUC's and SOLAM's mean squared row norm for
+    # their "auto" steps (a bounded sample: here all), one graph per epoch, the calibration's
+    # scores
     centring = cls is SPAM
-    norms = cls is OPAUC
+    norms = cls in (OPAUC, SOLAM)
     assert len(g.keys) == 1 + centring + first_pass + norms + 3 + 1
     if first_pass:
         assert any("daskauc-lsauc-means" in k for k in g.keys[1 + centring])
@@ -519,3 +520,45 @@ def test_mean_squared_row_norm_from_either_pass():
     yd = da.from_array(y, chunks=90)
     assert class_means(Xd, yd).mean_sq_norm == pytest.approx(expected, rel=1e-12)
     assert class_statistics(Xd, yd).means().mean_sq_norm == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.fixture(scope="module")
+def spambase_scalings(tmp_path_factory):
+    """The shipped spambase, stratified 80/20 split (seed 0), standardized and scaled to
+    [-1, 1]: the two scalings users pick, on which fixed step sizes diverged."""
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import MinMaxScaler, StandardScaler
+
+    import daskauc
+
+    ds = daskauc.data.load_default(tmp_path_factory.mktemp("sb") / "s.zarr")
+    X, y = ds.X.compute().astype(np.float64), ds.y.compute()
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+    out = {}
+    for name, scaler in (("standardized", StandardScaler()), ("[-1, 1]", MinMaxScaler((-1, 1)))):
+        scaler.fit(Xtr)
+        out[name] = (scaler.transform(Xtr), ytr, scaler.transform(Xte), yte)
+    return out
+
+
+@pytest.mark.parametrize("scaling", ["standardized", "[-1, 1]"])
+def test_auto_steps_do_not_depend_on_the_scaling(spambase_scalings, scaling):
+    """eta / zeta / eta0 = "auto" (the defaults): TwoPassAUC and SOLAM land near the exact LS
+    optimum (LSAUC at the same lam) and UnivariateAUC stays finite and accurate, whatever the
+    scaling. The former fixed defaults diverged (TwoPassAUC eta=2^-6 and UnivariateAUC
+    eta0=0.01 on standardized rows) or gave 0.33 (SOLAM zeta=100 on [-1, 1])."""
+    from daskauc import UnivariateAUC
+
+    Xtr, ytr, Xte, yte = spambase_scalings[scaling]
+    optimum = LSAUC(lam=1e-3).fit(Xtr, ytr).score(Xte, yte)
+    twopass = TwoPassAUC(random_state=0).fit(Xtr, ytr)
+    assert twopass.eta_ > 0 and twopass.score(Xte, yte) > optimum - 0.004
+    solam_model = SOLAM(random_state=0).fit(Xtr, ytr)
+    assert solam_model.score(Xte, yte) > optimum - (0.002 if scaling == "standardized" else 0.03)
+    for loss in ("exp", "square"):
+        uni = UnivariateAUC(loss, random_state=0).fit(Xtr, ytr)
+        assert np.isfinite(uni.coef_).all() and uni.score(Xte, yte) > 0.93
+    # continuing keeps the step of the first fit
+    eta = twopass.eta_
+    twopass.partial_fit(Xtr[:500], ytr[:500])
+    assert twopass.eta_ == eta

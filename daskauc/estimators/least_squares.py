@@ -23,7 +23,6 @@ import numpy as np
 
 from .._validation import (
     check_n_features,
-    check_param,
     check_params,
     check_X_y,
     set_features_in,
@@ -40,26 +39,11 @@ from ..solvers.stats import PRECISIONS, class_means, class_statistics, lsauc
 from ..solvers.twopass import SCHEDULES as TWOPASS_SCHEDULES
 from ..solvers.twopass import twopass_auc
 from ._base import LinearAUCModel
-from ._centring import mean_sq_norm
+from ._centring import auto_step, mean_sq_norm
 
 _EPOCHS = (int, {"low": 1})
 _SHUFFLE = (bool, {})
 _LAM = (float, {"low": 0.0})
-
-
-def _step(est, state, mean_sq_norm) -> float:
-    """``est.eta`` as a number: a given one (checked), or for "auto" ``est.AUTO_ETA /
-    mean ||x||^2`` on a fresh fit (``mean_sq_norm()``), recorded in ``eta_`` and reused when
-    the fit continues (partial_fit, further epochs, a resumed checkpoint)."""
-    if isinstance(est.eta, str):
-        if est.eta != "auto":
-            raise ValueError(f"eta must be 'auto' or a float > 0; got {est.eta!r}")
-        if state is None or not hasattr(est, "eta_"):
-            est.eta_ = est.AUTO_ETA / max(float(mean_sq_norm()), np.finfo(float).tiny)
-        return float(est.eta_)
-    check_param("eta", est.eta, float, low=0.0, include_low=False)
-    est.eta_ = float(est.eta)
-    return est.eta_
 
 
 class _LSModel(LinearAUCModel):
@@ -186,8 +170,14 @@ class TwoPassAUC(_LSModel):
     ----------
     lam : float >= 0, default 1e-3
         L2 penalty of LS (the paper's lambda; its grid is {2^-10, ..., 4}).
-    eta : float > 0, default 2^-6
-        Step size (the paper's grid {2^-10, ..., 4}).
+    eta : "auto" or float > 0, default "auto"
+        Step size (the paper's grid {2^-10, ..., 4}). A positive row's gradient carries
+        ``(n/n+) ||x - c+||^2``, so "auto" is ``2^-7 / (max(n/n+, n/n-) * m)`` with ``m`` the
+        mean squared distance of a row to its class mean (from the first pass), recorded in
+        ``eta_``. Measured on spambase, a9a and ijcnn1, standardized or scaled to [-1, 1], it
+        lands within 0.0035 test AUC of the exact LS optimum (LSAUC) in 5 epochs; the former
+        default 2^-6 diverged or fell to 0.39 on three of those six
+        (tests/test_least_squares.py checks spambase).
     schedule : {"constant", "invsqrt"}
         ``eta`` (the paper) or ``eta / sqrt(t)``.
     n_epochs : int >= 1, default 5
@@ -216,11 +206,12 @@ class TwoPassAUC(_LSModel):
     Luan & Gao, "Two-pass AUC optimization", CAAI Trans. Intelligent Systems 13(3), 2018.
     """
 
-    _params = {"lam": _LAM, "eta": (float, {"low": 0.0, "include_low": False}),
-               "schedule": (str, {"choices": TWOPASS_SCHEDULES}), "n_epochs": _EPOCHS,
-               "shuffle": _SHUFFLE}
+    _params = {"lam": _LAM, "schedule": (str, {"choices": TWOPASS_SCHEDULES}),
+               "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+    #: eta="auto" is this over max(n/n+, n/n-) times the within-class mean squared norm
+    AUTO_ETA = 2.0**-7
 
-    def __init__(self, lam: float = 1e-3, *, eta: float = 2.0**-6, schedule: str = "constant",
+    def __init__(self, lam: float = 1e-3, *, eta="auto", schedule: str = "constant",
                  n_epochs: int = 5, shuffle: bool = True, random_state=None, n_chains=1,
                  sync_every=None):
         self.lam = lam
@@ -233,7 +224,12 @@ class TwoPassAUC(_LSModel):
         self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
-        return twopass_auc(X, y, lam=float(self.lam), eta=float(self.eta),
+        means = None
+        if state is None:  # the first pass, made here so that "auto" steps see it
+            means = class_means(X, y)
+        eta = auto_step(self, "eta", self.AUTO_ETA, state,
+                        lambda: means.class_weight * means.mean_within_sq_norm)
+        return twopass_auc(X, y, lam=float(self.lam), eta=eta, means=means,
                            schedule=self.schedule, n_epochs=n_epochs, shuffle=self.shuffle,
                            random_state=self.random_state, state=state,
                            update_means=continuing, n_chains=self.n_chains,
@@ -295,7 +291,8 @@ class OPAUC(_LSModel):
         self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
-        eta = _step(self, state, lambda: mean_sq_norm(X, all_rows=False))
+        eta = auto_step(self, "eta", self.AUTO_ETA, state,
+                        lambda: mean_sq_norm(X, all_rows=False))
         return opauc(X, y, lam=float(self.lam), eta=eta, n_epochs=n_epochs,
                      shuffle=self.shuffle, random_state=self.random_state, state=state,
                      n_chains=self.n_chains, sync_every=self.sync_every)
@@ -306,8 +303,13 @@ class SOLAM(_LSModel):
 
     Parameters
     ----------
-    zeta : float > 0, default 100
-        Step constant, ``gamma_t = zeta / sqrt(t)`` (the authors' demo: 100; grid 1:9:100).
+    zeta : "auto" or float > 0, default "auto"
+        Step constant, ``gamma_t = zeta / sqrt(t)`` (the authors' demo: 100 on their scaled
+        data; grid 1:9:100). The gradient grows with ``||x||^2``, so "auto" is
+        ``5 / mean ||x||^2`` (over a bounded sample of whole chunks), recorded in ``zeta_``.
+        Test AUC against the exact LS optimum on spambase, a9a and ijcnn1, standardized or
+        scaled to [-1, 1]: within 0.001 on five of the six, 0.025 below on spambase in
+        [-1, 1] (where the former default 100 gave 0.33).
     R : float > 0, default 10
         Radius of the ball of ``w`` (demo: 10; grid 10^[-1:5]).
     penalty : {"projection", "l2"}
@@ -347,14 +349,16 @@ class SOLAM(_LSModel):
     Front. Appl. Math. Stat. 5:30, 2019.
     """
 
-    _params = {"zeta": (float, {"low": 0.0, "include_low": False}),
-               "R": (float, {"low": 0.0, "include_low": False}),
+    _params = {"R": (float, {"low": 0.0, "include_low": False}),
                "penalty": (str, {"choices": SOLAM_PENALTIES}), "lam": _LAM,
                "variant": (str, {"choices": SOLAM_VARIANTS}),
                "kappa": (float, {"low": 0.0, "include_low": False, "optional": True}),
                "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
 
-    def __init__(self, zeta: float = 100.0, *, R: float = 10.0, penalty: str = "projection",
+    #: zeta="auto" is this over the mean squared row norm
+    AUTO_ZETA = 5.0
+
+    def __init__(self, zeta="auto", *, R: float = 10.0, penalty: str = "projection",
                  lam: float = 0.0, variant: str = "paper", kappa: float | None = None,
                  n_epochs: int = 15, shuffle: bool = True, random_state=None, n_chains=1,
                  sync_every=None):
@@ -371,7 +375,9 @@ class SOLAM(_LSModel):
         self.sync_every = sync_every
 
     def _run(self, X, y, state, n_epochs, continuing):
-        return solam(X, y, zeta=float(self.zeta), R=float(self.R), penalty=self.penalty,
+        zeta = auto_step(self, "zeta", self.AUTO_ZETA, state,
+                         lambda: mean_sq_norm(X, all_rows=False))
+        return solam(X, y, zeta=zeta, R=float(self.R), penalty=self.penalty,
                      lam=float(self.lam), variant=self.variant,
                      kappa=None if self.kappa is None else float(self.kappa),
                      n_epochs=n_epochs, shuffle=self.shuffle, random_state=self.random_state,
@@ -456,7 +462,7 @@ class SPAM(_LSModel):
         means = None
         if state is None:  # the first pass, made here so that "auto" steps see it
             means = class_means(X, y)
-        eta = _step(self, state, lambda: means.mean_sq_norm)
+        eta = auto_step(self, "eta", self.AUTO_ETA, state, lambda: means.mean_sq_norm)
         return spam(X, y, lam=float(self.lam), l1=float(self.l1), eta=eta,
                     schedule=self.schedule, average=self.average, n_epochs=n_epochs,
                     shuffle=self.shuffle, random_state=self.random_state, state=state,

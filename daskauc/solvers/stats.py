@@ -109,6 +109,18 @@ class ClassMeans(_PerClass):
         return self.sum_sq_norm / max(self.n, 1)
 
     @property
+    def mean_within_sq_norm(self) -> float:
+        """Mean squared distance of a row to its class mean, ``(1/n) sum ||x_i - c_{y_i}||^2``."""
+        between = (self.n_pos * float(self.mean_pos @ self.mean_pos)
+                   + self.n_neg * float(self.mean_neg @ self.mean_neg)) / max(self.n, 1)
+        return max(0.0, self.mean_sq_norm - between)
+
+    @property
+    def class_weight(self) -> float:
+        """``max(n/n+, n/n-)``: the weight of a row of the smaller class in a mean over rows."""
+        return self.n / max(1, min(self.n_pos, self.n_neg))
+
+    @property
     def mean_pos(self) -> np.ndarray:
         return self.sum_pos / max(self.n_pos, 1)
 
