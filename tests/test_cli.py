@@ -80,13 +80,20 @@ def embedded(tmp_path_factory):
 @pytest.mark.parametrize("method", ["nsauc", "nsvmsgd2", "nbauc", "ranksvm", "lsauc", "twopass",
                                     "opauc", "solam", "spam", "spdam", "oam", "uni-exp",
                                     "uni-squ"])
-def test_every_method_fits_saves_and_evaluates(embedded, tmp_path, method, capsys):
+def test_every_method_fits_saves_and_evaluates(embedded, tmp_path, method, capsys,
+                                              dask_cluster_client, monkeypatch):
+    """On the test session's cluster (DASKAUC_SCHEDULER): starting a local cluster per
+    command is covered above, and cost 6 s per method. RankSVM with a given C: C="auto" is
+    covered by tests/test_streams_and_defaults.py."""
     from daskauc.cli import _methods
 
+    monkeypatch.setenv("DASKAUC_SCHEDULER", dask_cluster_client.scheduler.address)
     assert method in _methods()
     train, test = embedded
     model = str(tmp_path / "model")
-    assert main(["fit", train, model, "--method", method, "--validation", test]) == 0
+    given_c = ["--C", "1e-2"] if method in ("nbauc", "ranksvm") else []
+    assert main(["fit", train, model, "--method", method, "--validation", test,
+                 *given_c]) == 0
     err = capsys.readouterr().err
     if method in ("nbauc", "ranksvm"):  # progress: one line per Newton iteration
         assert "newton 0:" in err and "newton 1:" in err
