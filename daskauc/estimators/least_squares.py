@@ -309,7 +309,7 @@ class SOLAM(_LSModel):
         ``5 / mean ||x||^2`` (over a bounded sample of whole chunks), recorded in ``zeta_``.
         Test AUC against the exact LS optimum on spambase, a9a and ijcnn1, standardized or
         scaled to [-1, 1]: within 0.001 on five of the six, 0.025 below on spambase in
-        [-1, 1] (where the former default 100 gave 0.33).
+        [-1, 1] (where the former default 100 gave 0.24-0.33 on two splits).
     R : float > 0, default 10
         Radius of the ball of ``w`` (demo: 10; grid 10^[-1:5]).
     penalty : {"projection", "l2"}
