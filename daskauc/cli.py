@@ -114,10 +114,9 @@ def _cluster(args):
 
 
 def _log(line: str) -> None:
-    """A progress or status line: stderr (results go to stdout)."""
-    from ._progress import StderrHandler
-
-    StderrHandler().emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+    """A status line: the daskauc logger, which the CLI prints on stderr (results go to
+    stdout), above a progress bar if one is drawn."""
+    logger.info("%s", line)
 
 
 def _step(name: str, timings: dict | None = None):

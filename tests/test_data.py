@@ -553,3 +553,34 @@ def test_scalers_on_a_store_and_minmax_and_normalize(tmp_path):
     np.testing.assert_allclose(lazy.compute(), ref_n, rtol=1e-12)
     with pytest.raises(ValueError, match="NaN"):
         StandardScaler().fit(np.array([[1.0], [np.nan]]))
+
+
+def test_shuffled_ingest_closes_each_file_descriptor_once(tmp_path, monkeypatch):
+    """The shuffle's spill files were closed by ``finish`` and again by the caller's
+    ``finally``: the second ``os.close`` closed whatever file had been opened with the same
+    number in between (another thread's), and CI saw ``shutil.rmtree`` of the spill
+    directory fail with EBADF. Every descriptor is now closed once."""
+    rng = np.random.default_rng(5)
+    text = "".join(f"{1 if rng.random() < 0.4 else -1} 1:{rng.normal():.5f}\n"
+                   for _ in range(2000))
+    src = _write(tmp_path / "s.svm", text)
+    opened: dict[int, int] = {}
+    closes: list[int] = []
+    real_open, real_close = os.open, os.close
+
+    def tracking_open(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        opened[fd] = opened.get(fd, 0) + 1
+        return fd
+
+    def tracking_close(fd):
+        closes.append(fd)
+        return real_close(fd)
+
+    monkeypatch.setattr(os, "open", tracking_open)
+    monkeypatch.setattr(os, "close", tracking_close)
+    ingest(src, tmp_path / "shuf", chunk_rows=300, dtype="float64", shuffle=True,
+           random_state=1)
+    monkeypatch.undo()
+    for fd in set(closes):  # never closed more often than it was opened
+        assert closes.count(fd) <= opened.get(fd, 0), fd

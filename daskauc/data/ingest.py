@@ -796,11 +796,15 @@ class _ShuffleWriter:
         self.n = 0
 
     def close(self) -> None:
-        for fd in (self.x_fd, self.c_fd):
-            try:
+        """Close the spill files once (``finish`` closes them and the caller's ``finally``
+        again): a second ``os.close`` of the same number closes whatever file the process
+        opened with that number in between, such as another thread's, and made
+        ``shutil.rmtree`` of the spill directory fail with EBADF."""
+        for name in ("x_fd", "c_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
                 os.close(fd)
-            except OSError:  # already closed
-                pass
 
     def write(self, chunk: _Chunk) -> None:
         m = chunk.X.shape[0]
