@@ -19,6 +19,8 @@ def _threaded_local_cluster(monkeypatch):
     def get_client(address=None, **kwargs):
         from distributed import Client, LocalCluster
 
+        if address:  # a running cluster (the CLI closes only its client): connect to it
+            return Client(address)
         return Client(LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                                    dashboard_address=":0"))
 
