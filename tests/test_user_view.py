@@ -56,7 +56,9 @@ def test_no_large_graph_warnings_on_a_cluster(tmp_path, dask_cluster_client,
     with dask.config.set(scheduler="threads"):
         sgd_t = daskauc.PairwiseHingeSGD(n_epochs=2, random_state=0).fit(emb.X, emb.y)
         svm_t = daskauc.RankSVM(C=1e-3, max_iter=3, tol=0.5).fit(emb.X, emb.y)
-    np.testing.assert_array_equal(sgd.coef_, sgd_t.coef_)
+    # the same numba steps on the same chunks; only the client-side eta0 search goes through
+    # BLAS, whose reduction order may change with its thread count on another machine
+    np.testing.assert_allclose(sgd.coef_, sgd_t.coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(svm.coef_, svm_t.coef_, rtol=1e-10, atol=1e-12)
     assert sgd.score(emb.X, emb.y) > 0.9
 
