@@ -347,6 +347,26 @@ def check_predict_X(est, X: Any, *, dtype=None):
 # ----------------------------------------------------------------------------- labels
 
 
+def _matching_label(uniq: np.ndarray, value) -> int | None:
+    """The index of the label in ``uniq`` equal to ``value``, compared as values, never cast
+    to ``uniq``'s dtype (a cast would make ``"gamma"`` match ``"g"`` in a one-character string
+    array and ``1.9`` match ``1`` in an integer one); None when no label equals it. Numbers
+    match numbers of equal value (``2`` matches ``2.0``, ``True`` matches ``1``), strings
+    match strings exactly, and a number never matches a string."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    for i, label in enumerate(uniq.tolist()):
+        if isinstance(label, bytes):
+            label = label.decode("utf-8", "replace")
+        if isinstance(label, str) != isinstance(value, str):
+            continue
+        if label == value:  # numbers (bools included) by value, strings exactly
+            return i
+    return None
+
+
 def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -> np.ndarray:
     """Decide which raw label values are positive; return them as an array.
 
@@ -356,10 +376,15 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
     """
     uniq = np.unique(y_values)
     if positive_classes is not None:
-        pos = np.unique(np.asarray(list(positive_classes), dtype=uniq.dtype))
-        missing = np.setdiff1d(pos, uniq)
-        if missing.size:
-            raise ValueError(f"positive_classes {missing.tolist()} do not occur in y")
+        if isinstance(positive_classes, (str, bytes)) or not np.iterable(positive_classes):
+            raise TypeError("positive_classes must be a list of labels; got "
+                            f"{positive_classes!r} (for one label use pos_label)")
+        found = [_matching_label(uniq, v) for v in positive_classes]
+        missing = [v for v, f in zip(positive_classes, found, strict=True) if f is None]
+        if missing:
+            raise ValueError(f"positive_classes {missing} do not occur in y "
+                             f"(classes {uniq.tolist()[:10]})")
+        pos = np.unique(uniq[np.asarray(found, dtype=np.intp)])
         if pos.size == uniq.size:
             raise ValueError("positive_classes covers every class of y: no negatives left")
         return pos
@@ -375,9 +400,10 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
             "target into two classes first"
         )
     if pos_label is not None:
-        if not np.isin(np.asarray([pos_label], dtype=uniq.dtype), uniq)[0]:
+        found = _matching_label(uniq, pos_label)
+        if found is None:
             raise ValueError(
-                f"pos_label={pos_label!r} does not occur in y (classes {uniq.tolist()})"
+                f"pos_label={pos_label!r} does not occur in y (classes {uniq.tolist()[:10]})"
             )
         if uniq.size > 2:
             raise ValueError(
@@ -385,7 +411,7 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
                 f"{uniq.tolist()[:10]}; group them into two sets with positive_classes=[...] "
                 "(pos_label names a single class)"
             )
-        return np.asarray([pos_label], dtype=uniq.dtype)
+        return uniq[found:found + 1]
     if uniq.size > 2:
         raise ValueError(
             f"Only binary classification is supported. y has {uniq.size} classes "

@@ -105,3 +105,46 @@ def test_minibatch_kmeans_labels_its_training_rows_when_they_are_in_memory():
         da.from_array(X, chunks=100))
     np.testing.assert_array_equal(asked.labels_, asked.predict(X))
     assert not hasattr(MiniBatchKMeans(4, compute_labels=False).fit(X), "labels_")
+
+
+# a value that is not exactly one of the labels is an error, never cast to one of them
+# (casting to the labels' dtype made "gamma" match "g", 1.9 match 1 and "yesterday" "yes")
+@pytest.mark.parametrize("labels, pos_label", [
+    (["g", "h"], "gamma"), ([1, 2], 1.9), (["no", "yes"], "yesterday"), ([1, 2], "1"),
+    (["1", "2"], 1)])
+def test_a_pos_label_that_is_not_a_label_is_an_error(labels, pos_label):
+    from daskauc import roc_auc
+    from daskauc._validation import as_labels
+
+    y = np.asarray(labels * 3)
+    s = np.arange(y.size, dtype=float)
+    for call in (lambda: as_labels(y, pos_label=pos_label),
+                 lambda: as_labels(da.from_array(y, chunks=2), pos_label=pos_label),
+                 lambda: roc_auc(y, s, pos_label=pos_label),
+                 lambda: roc_auc(da.from_array(y, chunks=2), da.from_array(s, chunks=2),
+                                 pos_label=pos_label)):
+        with pytest.raises(ValueError, match=f"pos_label={pos_label!r} does not occur"):
+            call()
+
+
+@pytest.mark.parametrize("labels, positive_classes", [
+    (["a", "bb", "c"], ["b"]), ([1, 2, 3], [2.5]), ([1, 2, 3], ["2"])])
+def test_positive_classes_that_are_not_labels_are_an_error(labels, positive_classes):
+    from daskauc._validation import as_labels
+
+    with pytest.raises(ValueError, match="do not occur in y"):
+        as_labels(np.asarray(labels * 2), positive_classes=positive_classes)
+
+
+def test_pos_label_matches_labels_by_value():
+    from daskauc import roc_auc
+    from daskauc._validation import as_labels
+
+    y_num = np.array([1.0, 2.0, 1.0, 2.0])
+    assert as_labels(y_num, pos_label=2)[0].tolist() == [-1, 1, -1, 1]   # 2 is 2.0
+    assert as_labels(y_num, pos_label=1)[0].tolist() == [1, -1, 1, -1]
+    y_str = np.array(["yes", "no", "no", "yes"])
+    assert as_labels(y_str, pos_label="no")[0].tolist() == [-1, 1, 1, -1]
+    s = np.array([0.9, 0.1, 0.2, 0.8])
+    assert roc_auc(y_str, s, pos_label="yes") == 1.0
+    assert roc_auc(y_str, s, pos_label="no") == 0.0
