@@ -25,6 +25,7 @@ import dask.array as da
 import numpy as np
 
 from . import _config
+from .cluster import compute
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -452,7 +453,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
             y = y.ravel()
         if y.ndim != 1:
             raise ValueError(f"{name} must be 1-D; got shape {y.shape}")
-        uniq = np.unique(da.unique(y).compute())
+        uniq = np.unique(compute(da.unique(y))[0])
         positives = label_classes(uniq, pos_label, positive_classes)
         return y.map_blocks(_to_pm1, positives, dtype=np.int8, token="daskauc-labels"), (
             _classes_of(uniq, positives)

@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 
+from .cluster import persist
+
 logger = logging.getLogger("daskauc")
 
 DESCRIPTION = """\
@@ -348,9 +350,7 @@ def cmd_evaluate(args) -> int:
         with _step(f"evaluate on {args.store}"):
             scores = est.decision_function(ds.X)
             if args.plot:  # the scores are used twice: computed once
-                import dask
-
-                scores = dask.persist(scores)[0] if hasattr(scores, "dask") else scores
+                scores = persist(scores)[0] if hasattr(scores, "dask") else scores
             auc = float(roc_auc(ds.y, scores))
         if args.plot:
             from .plot import plot_roc

@@ -16,7 +16,6 @@ import math
 import operator
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
@@ -25,6 +24,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ._metrics_kernels import _merge_runs, _twice_u_statistic
 from ._validation import _float_dtype, as_labels, check_param, label_classes
+from .cluster import compute
 
 #: target number of scores gathered into one bucket of the distributed AUC (about 100 MB of
 #: runs in the worst case of all-distinct scores).
@@ -519,7 +519,7 @@ def roc_auc(y_true: Any, scores: Any, *, pos_label=None, n_buckets: int | None =
         twice_u, n_pos, n_neg = _twice_u(p, n), int(p.sum()), int(n.sum())
     else:
         _, s, y, pos_label = prepared
-        (result,) = dask.compute(_auc_graph(s, y, pos_label, n_buckets))
+        (result,) = compute(_auc_graph(s, y, pos_label, n_buckets))
         twice_u, n_pos, n_neg = result
     return twice_u / (2 * n_pos * n_neg)
 
@@ -579,5 +579,5 @@ def roc_curve(
         return _finish_roc(*_roc_points(*_joint_runs(pos, neg), drop_intermediate))
     _, s, y, pos_label = prepared
     graph = _auc_graph(s, y, pos_label, n_buckets, roc=(drop_intermediate, max_points))
-    (result,) = dask.compute(graph)
+    (result,) = compute(graph)
     return result

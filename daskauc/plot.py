@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cluster import compute
+
 #: history columns drawn by plot_history, in panel order, with their axis labels
 HISTORY_PANELS = (
     ("objective", "objective"),
@@ -37,7 +39,7 @@ def _curve_points(y, scores):
 
     fpr, tpr, _ = roc_curve(y, scores, drop_intermediate=False)
     auc = float(roc_auc(y, scores))
-    yv = np.asarray(y.compute() if hasattr(y, "compute") else y)
+    yv = np.asarray(compute(y)[0] if hasattr(y, "compute") else y)
     n_pos = int(np.count_nonzero(yv > 0))
     n_neg = yv.size - n_pos
     tp, fp = tpr * n_pos, fpr * n_neg

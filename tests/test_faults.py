@@ -24,14 +24,21 @@ from helpers import ExternalCluster, dataset_store
 
 from daskauc import (
     LSAUC,
+    NSAUC,
     OAM,
+    OPAUC,
+    SOLAM,
     SPAM,
+    SPDAM,
+    KernelAUC,
     KMeansNystroem,
     MiniBatchKMeans,
     ModelFileError,
     PairwiseHingeSGD,
     RankSVM,
     StoreIntegrityError,
+    TwoPassAUC,
+    UnivariateAUC,
     load_model,
     save_model,
 )
@@ -346,3 +353,85 @@ def test_an_embedding_write_killed_mid_write_leaves_nothing_that_opens(tmp_path)
         fresh = _embed(str(store), str(tmp_path / "fresh.zarr"))
     np.testing.assert_array_equal(again, fresh)
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+# ----------------------------------------------------------------- task keys
+
+
+#: every family, each on two stores of the same shape in one client: a key is a token of
+#: all its task depends on, so no key may reach the scheduler with a different task
+KEY_FAMILIES = {
+    **ESTIMATORS,
+    "spdam": lambda: SPDAM(n_epochs=2, random_state=0),
+    "solam": lambda: SOLAM(n_epochs=2, random_state=0),
+    "opauc": lambda: OPAUC(n_epochs=2, random_state=0),
+    "twopass": lambda: TwoPassAUC(n_epochs=2, random_state=0),
+    "univariate": lambda: UnivariateAUC(n_epochs=2, random_state=0),
+    "newton-auto-C": lambda: RankSVM(),
+    "nsauc-preset": lambda: NSAUC(n_landmarks=16, n_epochs=2, random_state=0),
+    "kernel": lambda: KernelAUC(n_centres=16, gamma=0.1, lam=1e-3),
+    "embedding": lambda: KMeansNystroem(12, random_state=0),
+}
+
+
+class _SchedulerWarnings:
+    """WARNING and ERROR records of an in-process scheduler."""
+
+    def __init__(self):
+        import logging
+
+        self.records = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = self.records.append
+        self.handler = handler
+
+    def __enter__(self):
+        import logging
+
+        logging.getLogger("distributed.scheduler").addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        import logging
+
+        logging.getLogger("distributed.scheduler").removeHandler(self.handler)
+
+    def collisions(self):
+        return [r.getMessage().split("\n")[0] for r in self.records
+                if "Detected different `run_spec`" in r.getMessage()]
+
+
+@pytest.fixture(scope="module")
+def inprocess_client():
+    """A cluster whose scheduler logs in this process (workers as threads)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as lc, Client(lc, set_as_default=False) as c:
+        yield c
+
+
+@pytest.mark.parametrize("family", KEY_FAMILIES)
+def test_no_task_key_reaches_the_scheduler_with_a_different_task(tmp_path, inprocess_client,
+                                                                  family):
+    """Fit, score and predict on two stores in one client (one chunk, then three): before,
+    KernelAUC's ``daskauc-scale`` keys and SPAM's ``daskauc-check-finite`` keys reached the
+    scheduler with a different task while it still held them, because distributed released
+    the previous result after the next graph arrived (see ``daskauc.cluster.flush_releases``)."""
+    stores = []
+    for i, rows in enumerate((400, 150)):
+        X, y = _data(n=400, seed=i)
+        stores.append(dataset_store(tmp_path / f"s{i}.zarr", X, y, rows=rows))
+    with _SchedulerWarnings() as log, dask.config.set(scheduler=inprocess_client), \
+            inprocess_client.as_current():
+        for store in stores:
+            est = KEY_FAMILIES[family]()
+            ds = open_dataset(store)
+            if family in ("kmeans", "embedding"):
+                est.fit(ds.X)
+                est.transform(ds.X).compute() if family == "embedding" else est.predict(ds.X)
+                continue
+            est.fit(store)
+            est.score(store)
+            est.predict_proba(ds.X).compute()
+    assert log.collisions() == []

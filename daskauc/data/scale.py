@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from numbers import Real
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
@@ -28,6 +27,7 @@ from .._validation import (
     is_lazy_input,
     set_features_in,
 )
+from ..cluster import compute
 
 __all__ = ["StandardScaler", "MinMaxScaler", "normalize_rows"]
 
@@ -110,7 +110,7 @@ def _fit_stats(X, chunk_fn, combine_fn, name):
     check_not_empty(A.shape)
     if kind == "numpy":
         return A.shape[1], chunk_fn(A)
-    (stats,) = dask.compute(_tree_reduce(A, chunk_fn, combine_fn, name))
+    (stats,) = compute(_tree_reduce(A, chunk_fn, combine_fn, name))
     return A.shape[1], stats
 
 

@@ -13,13 +13,13 @@ import datetime as _dt
 import os
 from numbers import Real
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from .._validation import as_row_chunked, is_store_path, seed_sequence
+from ..cluster import compute
 from .ingest import write_dataset
 from .store import open_dataset, store_exists
 
@@ -136,7 +136,7 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
 
     if isinstance(X, da.Array):
         Xd = as_row_chunked(X, check_finite_values=False)
-        y_np = np.asarray(y.compute() if isinstance(y, da.Array) else y)
+        y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
         if y_np.ndim == 2 and y_np.shape[1] == 1:
             y_np = y_np.ravel()
         if y_np.shape != (Xd.shape[0],):
@@ -147,7 +147,7 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
                 _select_blocks(yd, ~mask, "train"), _select_blocks(yd, mask, "test"))
 
     Xn = np.asarray(X)
-    yn = np.asarray(y.compute() if isinstance(y, da.Array) else y)
+    yn = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
     if yn.ndim == 2 and yn.shape[1] == 1:
         yn = yn.ravel()
     if Xn.ndim != 2:
@@ -194,6 +194,6 @@ def split_store(store, train_store, test_store, *, test_size: float = 0.2,
                          overwrite=overwrite, compute=False, chunk_rows=min(cr, X_tr.shape[0]))
     w_te = write_dataset(X_te, y_te, test_store, attrs={**common, "split_part": "test"},
                          overwrite=overwrite, compute=False, chunk_rows=min(cr, X_te.shape[0]))
-    dask.compute(w_tr, w_te)
+    compute(w_tr, w_te)
     return open_dataset(train_store), open_dataset(test_store)
 

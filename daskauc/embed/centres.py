@@ -68,11 +68,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import dask
 import dask.array as da
 import numpy as np
 
 from .._validation import as_labels, as_row_chunked, check_param, seed_sequence
+from ..cluster import compute
 from .kmeans import _PARAMS as _KMEANS_PARAMS
 from .kmeans import _fit_kmeans, sample_rows
 
@@ -193,7 +193,7 @@ def uniform_centres(
     if isinstance(y_pm1, da.Array):
         y2 = y_pm1.rechunk((Xd.chunks[0],))[:, None]
         todo.append(sample_rows(y2, index)[:, 0])
-    C, *rest = dask.compute(*todo)
+    C, *rest = compute(*todo)
     C = np.ascontiguousarray(C, dtype=np.float64)
     _check_rows_finite(C, index)
     labels = None

@@ -16,6 +16,7 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
+from ..cluster import compute
 from .nystroem import _bandwidth_graph, _gamma_from_b
 
 __all__ = ["RandomFourierFeatures"]
@@ -84,7 +85,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         d = Xd.shape[1]
         set_features_in(self, X, d)
         if self.gamma is None:
-            gamma = _gamma_from_b(_bandwidth_graph(Xd).compute())
+            gamma = _gamma_from_b(compute(_bandwidth_graph(Xd))[0])
         else:
             gamma = float(self.gamma)
         rng = np.random.default_rng(seed_sequence(self.random_state))

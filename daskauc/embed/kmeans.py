@@ -45,6 +45,7 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
+from ..cluster import compute
 from ..solvers.stream import chunk_order, run_epoch
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres
@@ -177,7 +178,7 @@ def _seed_centers(Xd, n_clusters, *, init, init_size, ss, also=()):
     n, d = Xd.shape
     if init is not None and not isinstance(init, str):
         centers = _check_init(init, n_clusters, d)
-        extras = dask.compute(*also) if also else ()
+        extras = compute(*also) if also else ()
         return centers, tuple(extras), {"init": "array"}
     method = resolve_init(init, n_clusters)
     rng = np.random.default_rng(_child(ss, 0))
@@ -191,7 +192,7 @@ def _seed_centers(Xd, n_clusters, *, init, init_size, ss, also=()):
         sample = sample_rows(Xd, np.sort(rng.choice(n, size=m, replace=False)))
     else:
         sample = Xd
-    sample, *extras = dask.compute(sample, *also)
+    sample, *extras = compute(sample, *also)
     t1 = time.perf_counter()
     if method == "random":
         centers = np.asarray(sample[np.sort(rng.choice(m, n_clusters, replace=False))],
@@ -444,7 +445,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         C = self.cluster_centers_.astype(Xd.dtype)
         csq = np.einsum("ij,ij->i", C, C)
         token = tokenize(Xd.name, C)
-        parts = dask.compute(*[
+        parts = compute(*[
             dask.delayed(_labels_sse_block, pure=True)(
                 block, C, csq, dask_key_name=f"daskauc-kmeans-labels-{token}-{i}")
             for i, block in enumerate(Xd.to_delayed().ravel())])
@@ -493,7 +494,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         parts = Xv.map_blocks(_sse_block, C, csq, chunks=((1,) * Xv.numblocks[0],),
                               drop_axis=1, dtype=np.float64, token="daskauc-kmeans-score",
                               meta=np.empty((0,), np.float64))
-        return -float(parts.sum().compute())
+        return -float(compute(parts.sum())[0])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

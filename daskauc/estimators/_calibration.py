@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import dask
 import dask.array as da
 import numpy as np
 from scipy.special import expit
 
 from .. import _config
+from ..cluster import compute
 from ._kernels import _platt_pass
 
 
@@ -203,9 +203,9 @@ def calibration_data(X: da.Array, y: da.Array, score: Callable[[da.Array], da.Ar
             Xs, ys = Xs[:cut], ys[:cut]
     blocks = _in_memory_blocks(Xs)
     if blocks is not None:  # rows held here (numpy input): score them without a graph
-        s, yy = np.concatenate([np.asarray(score(b)) for b in blocks]), ys.compute()
+        s, yy = np.concatenate([np.asarray(score(b)) for b in blocks]), compute(ys)[0]
     else:
-        s, yy = dask.compute(score(Xs), ys)
+        s, yy = compute(score(Xs), ys)
     return np.asarray(s, dtype=np.float64), np.asarray(yy)
 
 

@@ -21,12 +21,12 @@ dask arrays) become a centred copy held in memory, since a chain reads those dir
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
 import numpy as np
 
 from .. import _config
 from .._validation import _check_finite_block, check_finite, without_finite_check
+from ..cluster import compute, persist
 from ..solvers.stream import is_materialized
 from ._calibration import calibration_blocks
 
@@ -35,7 +35,7 @@ def dominant_mean(Xd: da.Array, *, all_rows: bool) -> np.ndarray:
     """The rows' mean when it dominates their spread (``||mean||^2 > mean ||x - mean||^2``),
     else zeros: from every row, or from a bounded sample of whole chunks (one compute)."""
     rows = _sample(Xd, all_rows)
-    total, squares = dask.compute(rows.sum(axis=0, dtype=np.float64),
+    total, squares = compute(rows.sum(axis=0, dtype=np.float64),
                                   da.einsum("ij,ij->", rows, rows, dtype=np.float64))
     mean = np.asarray(total, dtype=np.float64) / rows.shape[0]
     spread = float(squares) / rows.shape[0] - float(mean @ mean)
@@ -46,7 +46,7 @@ def mean_sq_norm(Xd: da.Array, *, all_rows: bool) -> float:
     """Mean squared row norm ``(1/n) sum ||x||^2``, from every row or from the bounded sample
     of whole chunks the calibration uses (one compute): step sizes scale with it."""
     rows = _sample(Xd, all_rows)
-    return float(da.einsum("ij,ij->", rows, rows, dtype=np.float64).compute()) / rows.shape[0]
+    return float(compute(da.einsum("ij,ij->", rows, rows, dtype=np.float64))[0]) / rows.shape[0]
 
 
 def auto_step(est, name: str, constant: float, state, scale) -> float:
@@ -89,8 +89,8 @@ def centred_rows(Xd: da.Array, center: np.ndarray) -> da.Array:
                                            token="daskauc-centre"))
     # a chain reads rows held in memory directly, never through a graph: hold the centred
     # rows too, checked for NaN as they are made
-    return raw.map_blocks(_subtract, c, True, dtype=Xd.dtype, meta=raw._meta,
-                          token="daskauc-centre").persist()
+    return persist(raw.map_blocks(_subtract, c, True, dtype=Xd.dtype, meta=raw._meta,
+                                  token="daskauc-centre"))[0]
 
 
 def _subtract(block: np.ndarray, c: np.ndarray, check: bool, block_info=None) -> np.ndarray:

@@ -46,6 +46,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from .. import _config
+from ..cluster import compute
 from ..embed.kmeans import sample_rows
 from ..metrics import roc_auc
 from ..solvers.kernel_basis import build_preconditioner, gaussian_centres, kernel_block
@@ -265,7 +266,7 @@ def select_gamma_lam(
     idx = stratified_subsample(y, rows, rng)
     # read with the scheduler that holds X (rows persisted on a cluster are not visible to
     # a local scheduler: "missing dependency"); only the solves below run in-process
-    Xs = np.asarray(sample_rows(X, idx).compute() if len(idx) < n else X.compute(),
+    Xs = np.asarray(compute(sample_rows(X, idx))[0] if len(idx) < n else compute(X)[0],
                     dtype=np.float64)
     ys = y[idx]
     folds = list(StratifiedKFold(n_splits=cv, shuffle=True,

@@ -38,6 +38,7 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
+from ..cluster import compute, persist
 from ..solvers.kernel_basis import kernel_scores
 from ._base import AUCScoreMixin
 from ._selection import (
@@ -264,7 +265,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         tic = time.perf_counter()
         Xd, yd, classes = check_X_y(X, y, dtype=self.dtype)
         set_features_in(self, X, int(Xd.shape[1]))
-        y_np = np.asarray(yd.compute() if isinstance(yd, da.Array) else yd)
+        y_np = np.asarray(compute(yd)[0] if isinstance(yd, da.Array) else yd)
         n, d = (int(s) for s in Xd.shape)
         scaler = {"standard": StandardScaler, "minmax": MinMaxScaler, None: None}[self.scaling]
         self.scaler_ = scaler().fit(Xd) if scaler is not None else None
@@ -500,7 +501,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         Z = emb.transform(Xs)
         if self.persist is not False:
             with dask.config.set(**{"array.slicing.split_large_chunks": False}):
-                Z = Z.persist()
+                Z = persist(Z)[0]
         Zv = emb.transform(Xv) if Xv is not None else None
         if self.loss == "least_squares":
             solver = LSAUC(lam=lam).fit(Z, y)

@@ -23,15 +23,14 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from .. import _config
+from .. import _config, cluster
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
-from ..cluster import share
+from ..cluster import compute, share
 from ._kernel_basis_kernels import (
     _exp_tile,
     _strip_rmatvec,
@@ -262,7 +261,7 @@ def _prepare_rows(X: da.Array, m: int, persist, client, name: str = "X"):
     if persisted:
         logger.info("persisting %s (%.1f MB, %d row chunks) for the kernel passes", name,
                     X.nbytes / 1e6, len(chunks))
-        (X,) = dask.persist(X)
+        (X,) = cluster.persist(X)
     return X, persisted
 
 
@@ -291,7 +290,7 @@ def _check_problem(X, y, centres, gamma, lam, check_input: bool):
         Xd, yd, _ = check_X_y(X, y)
     else:
         Xd, yd = (X if isinstance(X, da.Array) else as_row_chunked(X)), y
-    y_np = np.asarray(yd.compute() if isinstance(yd, da.Array) else yd)
+    y_np = np.asarray(compute(yd)[0] if isinstance(yd, da.Array) else yd)
     if y_np.shape[0] != Xd.shape[0]:
         raise ValueError(f"X has {Xd.shape[0]} rows but y has {y_np.shape[0]} labels")
     C = np.asarray(centres, dtype=np.float64)
@@ -322,7 +321,7 @@ def _validation(X_val, y_val, d: int):
     if Xv.shape[1] != d:
         raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {d}")
     yv, _ = as_labels(y_val, name="y_val")
-    return Xv, np.asarray(yv.compute() if isinstance(yv, da.Array) else yv)
+    return Xv, np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
 
 
 # ---------------------------------------------------------------------------- one pass
@@ -343,7 +342,7 @@ def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce:
         root = (f"{full}-cat", 0)
         layer[root] = (np.concatenate, keys)
     graph = HighLevelGraph.from_collections(full, layer, dependencies=[X])
-    return dask.compute(Delayed(root, graph, layer=full))[0]
+    return compute(Delayed(root, graph, layer=full))[0]
 
 
 # ------------------------------------------------------------------------------- scoring

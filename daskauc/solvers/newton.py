@@ -42,11 +42,11 @@ import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from .. import _config
+from .. import _config, cluster
 from .._progress import report as report_progress
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from ..cluster import compute, share
 from ..cluster import distributed_client as _distributed_client
-from ..cluster import share
 from ._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from ._result import SolverResult
 from .pairwise import PairwiseCoefficients, class_indices, pairwise_coefficients
@@ -253,7 +253,7 @@ def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.A
                     X.nbytes / 1e6, len(chunks[0]))
         if chunks != X.chunks:
             X = X.rechunk(chunks)
-        (X,) = dask.persist(X)
+        (X,) = cluster.persist(X)
         return X, None
     budget = memory_budget(client, working_bytes=_working_bytes(X))
     rows = cache_rows(X, budget) if persist == "auto" else 0
@@ -261,7 +261,7 @@ def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.A
         logger.info("streaming X (%.1f MB) at every pass", X.nbytes / 1e6)
         return X, None
     # kept in the store's chunks: merging them would hold copies while the rest streams
-    (head,) = dask.persist(X[:rows])
+    (head,) = cluster.persist(X[:rows])
     logger.info("keeping %d of %d rows of X (%.1f of %.1f MB) in memory, streaming the rest at "
                 "every pass", rows, X.shape[0], head.nbytes / 1e6, X.nbytes / 1e6)
     return X, head
@@ -537,8 +537,8 @@ class _PairwiseOperator:
             graph = HighLevelGraph.from_collections(name_g, layer, dependencies=self.rows.deps)
         coef_d = Delayed(coef_key, graph, layer=name_g)
         sum_d = Delayed(root, graph, layer=name_g)
-        coef_p, sum_p = dask.persist(coef_d, sum_d)
-        coef, sums = dask.compute(coef_p, sum_p)
+        coef_p, sum_p = cluster.persist(coef_d, sum_d)
+        coef, sums = compute(coef_p, sum_p)
         self.rows.checked_once()
         return coef, coef_p, sums
 
@@ -569,7 +569,7 @@ class _PairwiseOperator:
         with dask.annotate(**self.rows.annotations([name_q, name_h])):
             graph = HighLevelGraph.from_collections(name_h, layer,
                                                     dependencies=[*self.rows.deps, coef_handle])
-        (xtlq, q) = dask.compute(Delayed(out_key, graph, layer=name_h))[0]
+        (xtlq, q) = compute(Delayed(out_key, graph, layer=name_h))[0]
         return xtlq, q
 
     def scores(self, Xv: da.Array, w: np.ndarray) -> np.ndarray:
@@ -582,7 +582,7 @@ class _PairwiseOperator:
                                 (f"{name}-w", 0))
         layer[(f"{name}-cat", 0)] = (_concatenate, [(name, c) for c in range(Xv.numblocks[0])])
         graph = HighLevelGraph.from_collections(name, layer, dependencies=[Xv])
-        return dask.compute(Delayed((f"{name}-cat", 0), graph, layer=name))[0]
+        return compute(Delayed((f"{name}-cat", 0), graph, layer=name))[0]
 
 
 # ------------------------------------------------------------------------------ line search
@@ -687,7 +687,7 @@ def line_search_armijo(
 def _operator_for(X, y, C: float) -> _PairwiseOperator:
     check_param("C", C, float, low=0.0, include_low=False)
     Xd, yd, _ = check_X_y(X, y)
-    return _PairwiseOperator(Xd, np.asarray(yd.compute()), float(C), precondition=False)
+    return _PairwiseOperator(Xd, np.asarray(compute(yd)[0]), float(C), precondition=False)
 
 
 def _as_vector(v, r: int, name: str) -> np.ndarray:
@@ -870,7 +870,7 @@ def prsvm_newton(
         X = as_row_chunked(X)
     if len(X.chunks[1]) != 1:
         raise ValueError("X must be chunked along rows only (one chunk of columns)")
-    y_np = np.asarray(y.compute() if isinstance(y, da.Array) else y)
+    y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
     if y_np.shape[0] != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y_np.shape[0]} labels")
     r = int(X.shape[1])
@@ -892,7 +892,7 @@ def prsvm_newton(
         if Xv.shape[1] != r:
             raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {r}")
         yv, _ = as_labels(y_val, name="y_val")
-        yv = np.asarray(yv.compute() if isinstance(yv, da.Array) else yv)
+        yv = np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
 
     client = _distributed_client()
     X, cached = place_rows(X, persist, client)

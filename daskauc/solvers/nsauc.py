@@ -50,13 +50,13 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-import dask
 import dask.array as da
 import numpy as np
 
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._progress import report as report_progress
 from .._validation import seed_sequence, without_finite_check
+from ..cluster import compute
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
@@ -254,7 +254,7 @@ def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
             break
     if have_pos == 0 or have_neg == 0:
         raise ValueError("the data must hold both positive and negative rows")
-    blocks = dask.compute(*[(X.blocks[c], y.blocks[c]) for c in chosen])
+    blocks = compute(*[(X.blocks[c], y.blocks[c]) for c in chosen])
 
     def rows(sign):  # n_pairs rows drawn uniformly among the chosen chunks' rows of a class
         where = [(b, r) for b, (_, yb) in enumerate(blocks)
@@ -385,7 +385,7 @@ def pairwise_hinge_sgd(
                             n_chains=chains,
                             merge=merge_chains if average else merge_last_iterates,
                             sync_every=sync_every)
-        (state,) = dask.compute(graph)
+        (state,) = compute(graph)
         state = replace(state, epoch=state.epoch + 1)
         row = {"epoch": state.epoch, "steps": state.t, "seconds": time.perf_counter() - tic}
         if validation is not None:

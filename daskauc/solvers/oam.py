@@ -26,12 +26,12 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-import dask
 import dask.array as da
 import numpy as np
 
 from .._progress import report as report_progress
 from .._validation import as_row_chunked, without_finite_check
+from ..cluster import compute
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult
@@ -252,7 +252,7 @@ def oam(
         graph = epoch_graph(_oam_step, X_epoch, y, state, solver="oam", order=order,
                             seeds=visits, params=params, n_chains=chains, merge=merge_chains,
                             sync_every=sync_every)
-        (state,) = dask.compute(graph)
+        (state,) = compute(graph)
         state = replace(state, epoch=state.epoch + 1)
         if not np.isfinite(state.w).all():
             raise FloatingPointError(

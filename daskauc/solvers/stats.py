@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg
@@ -41,6 +40,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._progress import report as report_progress
 from .._validation import check_param, check_X_y
+from ..cluster import compute
 from ._result import SolverResult
 from .stream import epoch_plan, run_epoch
 
@@ -336,10 +336,10 @@ def _compute_small(obj: Delayed, n_chunks: int):
         except ValueError:
             pass
     if distributed or n_chunks < 2:
-        (out,) = dask.compute(obj)
+        (out,) = compute(obj)
         return out
     with blas_limit(1):
-        (out,) = dask.compute(obj)
+        (out,) = compute(obj)
     return out
 
 

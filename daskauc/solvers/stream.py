@@ -43,8 +43,8 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .. import _config
+from ..cluster import compute, threads_here
 from ..cluster import share as share_constant
-from ..cluster import threads_here
 
 
 def chunk_order(n_chunks: int, seed: np.random.SeedSequence, shuffle: bool = True) -> np.ndarray:
@@ -408,7 +408,7 @@ _READ_AHEAD = ReadAhead()
 
 def run_epoch(step, X, y, state, **kwargs) -> Any:
     """Build and compute one epoch (one compute, on the current Dask scheduler)."""
-    (out,) = dask.compute(epoch_graph(step, X, y, state, **kwargs))
+    (out,) = compute(epoch_graph(step, X, y, state, **kwargs))
     return out
 
 
@@ -426,4 +426,4 @@ def block_class_counts(y: da.Array) -> np.ndarray:
     """
     counts = y.map_blocks(class_counts_block, chunks=((1,) * y.numblocks[0], (2,)), new_axis=1,
                           dtype=np.int64, token="daskauc-class-counts")
-    return np.asarray(counts.compute())
+    return np.asarray(compute(counts)[0])

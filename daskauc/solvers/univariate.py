@@ -30,11 +30,11 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-import dask
 import numpy as np
 
 from .._progress import report as report_progress
 from .._validation import without_finite_check
+from ..cluster import compute
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
 from .chains import add_increments, merge_running_average, mix_iterates
@@ -192,7 +192,7 @@ def univariate_sgd(
         graph = epoch_graph(_univariate_step, X_epoch, y, state, solver=solver, order=order,
                             seeds=visits, params=params, n_chains=chains, merge=merge_chains,
                             sync_every=sync_every)
-        (state,) = dask.compute(graph)
+        (state,) = compute(graph)
         state = replace(state, epoch=state.epoch + 1)
         if not (np.isfinite(state.w).all() and np.isfinite(state.offset).all()):
             raise FloatingPointError(
