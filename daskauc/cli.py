@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -90,6 +91,7 @@ def _cluster(args):
     from .cluster import close_local_cluster, get_client
 
     address = _scheduler(args)
+    _state["cluster_used"] = True
     if not args.verbose:  # worker processes log through their own config, set before start
         dask.config.set({"logging.distributed": "error"})
     tic = time.perf_counter()
@@ -141,12 +143,22 @@ def _result(args, payload: dict, text: str) -> None:
 
 
 # -- subcommands ------------------------------------------------------------------------------
-def _check_outputs(args, *paths) -> None:
-    """Refuse existing outputs (without --overwrite) before any work is done."""
-    from .data.store import check_writable
+def _check_outputs(args, *paths, kind: str, inputs=(), expected_bytes=None,
+                   overwrite: bool | None = None) -> None:
+    """Everything knowable about the outputs before any work (and before a cluster starts):
+    none is an input or another output, none replaces something unasked or of another kind,
+    each can be written (its directory, the free space when the size is known)."""
+    from .data.store import check_output, resolve_path
 
+    seen: dict[str, str] = {}
     for path in paths:
-        check_writable(path, overwrite=args.overwrite)
+        target = resolve_path(path)
+        if target in seen:
+            raise ValueError(f"{path} is given as two outputs of this command; choose "
+                             "different paths")
+        seen[target] = path
+        check_output(path, kind=kind, inputs=inputs, expected_bytes=expected_bytes,
+                     overwrite=args.overwrite if overwrite is None else overwrite)
 
 
 def cmd_ingest(args) -> int:
@@ -159,7 +171,9 @@ def cmd_ingest(args) -> int:
                   overwrite=args.overwrite)
     if args.positive_classes:
         kwargs["positive_classes"] = [_parse_value(v) for v in args.positive_classes.split(",")]
-    _check_outputs(args, args.store, *(args.split or ()))
+    if not os.path.exists(args.source) and "://" not in args.source:
+        raise FileNotFoundError(f"no input file {args.source}")
+    _check_outputs(args, args.store, *(args.split or ()), kind="dataset", inputs=[args.source])
     with _step(f"ingest {args.source} -> {args.store}"):
         ds = ingest(args.source, args.store, **kwargs)
     a = ds.attrs
@@ -179,8 +193,10 @@ def cmd_ingest(args) -> int:
 
 def cmd_split(args) -> int:
     from .data.split import split_store
+    from .data.store import open_dataset
 
-    _check_outputs(args, args.train, args.test)
+    open_dataset(args.store)
+    _check_outputs(args, args.train, args.test, kind="dataset", inputs=[args.store])
     with _step(f"split {args.store}"):
         split_store(args.store, args.train, args.test, test_size=args.test_size,
                     random_state=args.seed, overwrite=args.overwrite)
@@ -194,11 +210,16 @@ def cmd_embed(args) -> int:
     from .embed.nystroem import KMeansNystroem, load_embedding_map
 
     # inputs and outputs are checked before the cluster starts and before any work
-    _check_outputs(args, args.out, *(out for _, out in args.also or []))
     fmap = load_embedding_map(args.map) if args.map else None
     ds = open_dataset(args.source)
-    for src, _ in args.also or []:
-        open_dataset(src)
+    sources = [args.source, *(src for src, _ in args.also or [])]
+    rows = max(open_dataset(src).n_samples for src in sources[1:]) if args.also else 0
+    width = fmap.n_components_ if fmap is not None else args.landmarks
+    itemsize = 8 if (fmap is not None and fmap.dtype == "float64") or args.dtype == "float64" \
+        else 4
+    _check_outputs(args, args.out, *(out for _, out in args.also or []), kind="embedding",
+                   inputs=[*sources, args.map],
+                   expected_bytes=max(ds.n_samples, rows) * width * itemsize)
     written = []
     with _cluster(args):
         if fmap is not None:
@@ -272,6 +293,11 @@ def _check_plot(path: str | None, overwrite: bool) -> None:
         raise ValueError(f"--plot {path}: use a .png, .pdf, .svg or .jpg file name")
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"--plot {path} is a directory")
+    from .data.store import check_directory
+
+    check_directory(os.path.abspath(path))
 
 
 def _save_figure(ax, path: str) -> None:
@@ -293,7 +319,18 @@ def cmd_fit(args) -> int:
         return 2
     # the model's path is checked before the fit (a refused save after it would lose the
     # model) and the inputs before the cluster starts
-    _check_outputs(args, args.model)
+    inputs = [args.store, args.validation]
+    _check_outputs(args, args.model, kind="model", inputs=inputs)
+    if args.checkpoint:
+        from .data.store import resolve_path
+
+        if resolve_path(args.checkpoint) == resolve_path(args.model):
+            raise ValueError(f"--checkpoint {args.checkpoint} is the model's path: the "
+                             "checkpoint is replaced after every epoch and the model written "
+                             "at the end; give them different paths")
+        # replaced after every epoch: only by a model (the estimator checks it is a
+        # checkpoint of its own fit), never the data
+        _check_outputs(args, args.checkpoint, kind="model", inputs=inputs, overwrite=True)
     _check_plot(args.plot, args.overwrite)
     train = open_dataset(args.store)
     validation = None
@@ -429,31 +466,32 @@ def cmd_cluster(args) -> int:
     """Start a local cluster that stays until interrupted; later commands use --scheduler."""
     import signal
 
-    from distributed import Client, LocalCluster
-
-    from .cluster import close_local_cluster, default_worker_memory, free_dashboard_address
+    from .cluster import close_local_cluster, get_client
 
     if not args.verbose:
         import dask
 
         dask.config.set({"logging.distributed": "error"})
+    if args.scheduler_file and os.path.exists(args.scheduler_file) and not args.overwrite:
+        raise FileExistsError(f"{args.scheduler_file} exists; pass --overwrite to replace it")
     if args.scheduler_file:
-        _check_outputs(args, args.scheduler_file)
+        from .data.store import check_directory
+
+        check_directory(os.path.abspath(args.scheduler_file))
+    _check_port_free(args.host, args.port)
+    _state["cluster_used"] = True
     tic = time.perf_counter()
     _log(f"starting a local Dask cluster: {_local_cluster_text(args)} ...")
-    cluster = LocalCluster(
-        n_workers=args.workers or (os.cpu_count() or 1), threads_per_worker=1,
-        memory_limit=args.memory_limit or default_worker_memory(),
-        dashboard_address=free_dashboard_address(), processes=True,
-        scheduler_kwargs={"port": args.port},
-    )
-    client = Client(cluster)
+    client = get_client(None, n_workers=args.workers, memory_limit=args.memory_limit,
+                        host=args.host, scheduler_port=args.port, quiet=True)
+    cluster = client.cluster
     address = cluster.scheduler_address
     if args.scheduler_file:
         client.write_scheduler_file(args.scheduler_file)
     _log(f"cluster ready in {time.perf_counter() - tic:.1f} s; stop it with Ctrl-C")
+    _log(_exposure(args.host))
     _result(args, {"scheduler": address, "dashboard": client.dashboard_link,
-                   "scheduler_file": args.scheduler_file},
+                   "scheduler_file": args.scheduler_file, "host": args.host},
             f"scheduler: {address}\ndashboard: {client.dashboard_link}\n"
             f"use it:    daskauc --scheduler {address} fit ...   "
             f"(or export DASKAUC_SCHEDULER={address})")
@@ -469,6 +507,34 @@ def cmd_cluster(args) -> int:
             os.remove(args.scheduler_file)
         _log("cluster stopped")
     return 0
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """The scheduler's port, before anything starts: a taken one gave three tracebacks."""
+    import socket
+
+    if not port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ValueError(
+                f"port {port} on {host} is taken ({exc.strerror}): another Dask scheduler or "
+                f"'daskauc cluster' runs there? Use it with --scheduler tcp://{host}:{port}, "
+                "or start this one with --port 0 (any free port)") from None
+
+
+def _exposure(host: str) -> str:
+    """What a cluster on ``host`` exposes, and to whom."""
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return ("the scheduler, its workers and the dashboard listen on this machine only "
+                f"({host}); to serve other machines, start it with --host ADDRESS and "
+                "secure it first (see 'Security' in docs/cluster.md)")
+    return (f"WARNING: the scheduler and dashboard listen on {host} without TLS or "
+            "authentication: anyone who reaches this address can run code on the workers "
+            "and read their data, logs and paths; use it on a trusted network only, or set "
+            "up distributed's TLS (see 'Security' in docs/cluster.md)")
 
 
 # -- argument parsing -------------------------------------------------------------------------
@@ -505,13 +571,15 @@ def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
     parser = argparse.ArgumentParser(prog="daskauc", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=_HelpFormatter)
+                                     formatter_class=_HelpFormatter, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"daskauc {__version__}")
     _global_options(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, help, func):
-        p = sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+        # no abbreviations: "--label class" was read as "--label-column class"
+        p = sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter,
+                           allow_abbrev=False)
         _global_options(p, suppress=True)
         p.set_defaults(func=func)
         return p
@@ -626,6 +694,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("cluster", "start a local Dask cluster that stays until Ctrl-C, for later "
                 "commands (--scheduler) and the dashboard", cmd_cluster)
     p.add_argument("--port", type=int, default=8786, help="scheduler port (0: any free port)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address the scheduler, workers and dashboard listen on; another than "
+                   "127.0.0.1 exposes them to the network, unauthenticated (docs/cluster.md, "
+                   "Security)")
     p.add_argument("--scheduler-file", default=None, metavar="FILE",
                    help="also write the scheduler's address to this JSON file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing "
@@ -641,24 +713,103 @@ def _configure_logging(verbose: bool) -> None:
     logging.getLogger("distributed").setLevel(logging.INFO if verbose else logging.WARNING)
     for name in ("bokeh", "tornado"):  # the dashboard server's notes: nothing to act on
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.ERROR)
+    # an interrupted gather leaves an asyncio task whose AllExit is "never retrieved": a
+    # traceback after Ctrl-C that says nothing the one line "interrupted" does not
+    logging.getLogger("asyncio").setLevel(logging.WARNING if verbose else logging.CRITICAL)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every ``finally`` runs (the local cluster
+    stops, partial outputs are removed) before the process exits with 143."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+#: OS errors about files, not about the cluster: reported with their path, exit status 1
+_FILE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT,
+                          errno.ENOENT, errno.EEXIST, errno.EISDIR, errno.ENOTDIR, errno.EIO,
+                          errno.EFBIG, errno.ENAMETOOLONG, errno.ENOTEMPTY, errno.EMFILE})
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
+    _state["cluster_used"] = False
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"daskauc {args.command}: interrupted; nothing was saved by the interrupted "
+              "step", file=sys.stderr)
+        return 130
+    except _Terminated:
+        print(f"daskauc {args.command}: terminated (SIGTERM); nothing was saved by the "
+              "interrupted step", file=sys.stderr)
+        return 143
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
             NotADirectoryError, PermissionError) as exc:
-        print(f"daskauc {args.command}: error: {exc}", file=sys.stderr)
+        print(f"daskauc {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except Exception as exc:
-        if not _cluster_failure(exc):
+        if _file_error(exc) or (isinstance(exc, OSError) and not _state["cluster_used"]):
+            print(f"daskauc {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+            return 1
+        if not (_state["cluster_used"] and _cluster_failure(exc)):
             raise
         print(f"daskauc {args.command}: error: the Dask cluster failed ({type(exc).__name__}: "
-              f"{exc or 'no detail'}); nothing was saved by the interrupted step",
-              file=sys.stderr)
+              f"{_one_line(exc) or 'no detail'}){_memory_hint(args, exc)}; nothing was saved "
+              "by the interrupted step", file=sys.stderr)
         return 3
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+_state = {"cluster_used": False}
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line (the first line of its message)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _file_error(exc: BaseException) -> bool:
+    """An OS error about a file (a full disk, a read-only directory, a missing path), raised
+    here or on a worker: the user's to fix, not the cluster's."""
+    try:
+        from distributed.comm.core import CommClosedError
+    except ImportError:  # pragma: no cover
+        CommClosedError = ()  # noqa: N806
+    if not isinstance(exc, OSError) or isinstance(exc, (CommClosedError, ConnectionError,
+                                                        TimeoutError)):
+        return False
+    return exc.errno in _FILE_ERRNOS or exc.filename is not None
+
+
+def _memory_hint(args, exc: BaseException) -> str:
+    """For a task whose workers died under it: the memory limit is the usual cause."""
+    from distributed import KilledWorker
+
+    if not isinstance(exc, KilledWorker):
+        return ""
+    if _scheduler(args):
+        return ("; its workers died while running it: if they ran out of memory, give the "
+                "cluster's workers more (dask worker --memory-limit)")
+    from dask.utils import format_bytes
+
+    from .cluster import default_worker_memory
+
+    limit = args.memory_limit or format_bytes(default_worker_memory())
+    return (f"; its workers died while running it: if they ran out of memory, raise "
+            f"--memory-limit (now {limit} per worker) or use fewer, larger workers "
+            "(--workers)")
 
 
 def _cluster_failure(exc: BaseException) -> bool:

@@ -75,11 +75,11 @@ def test_dashboard_port_taken_picks_another(tmp_path):
         except OSError:
             pass  # taken already: the case under test
         sock.listen()
-        assert free_dashboard_address() == ":0"
+        assert free_dashboard_address() == "127.0.0.1:0"
     with socket.socket() as probe:
         probe.bind(("", 0))
         port = probe.getsockname()[1]
-    assert free_dashboard_address(port) == f":{port}"
+    assert free_dashboard_address(port) == f"127.0.0.1:{port}"
 
 
 # -- progress ---------------------------------------------------------------------------------

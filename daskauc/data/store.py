@@ -26,6 +26,7 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import math
 import os
@@ -222,7 +223,7 @@ def begin_store(path, *, kind: str, overwrite: bool = False, attrs: dict | None 
     """Start a store whose data a later compute writes; see :class:`PendingStore`."""
     path = resolve_path(path)
     restore_interrupted(path)
-    check_writable(path, overwrite=overwrite, storage_options=storage_options)
+    check_writable(path, overwrite=overwrite, storage_options=storage_options, kind=kind)
     writer = uuid.uuid4().hex
     base = {"daskauc_kind": kind, "daskauc_version": __version__,
             "daskauc_format": _config.STORE_FORMAT, "daskauc_writer": writer, **(attrs or {})}
@@ -239,11 +240,105 @@ def begin_store(path, *, kind: str, overwrite: bool = False, attrs: dict | None 
     return PendingStore(group, path, tmp, storage_options, overwrite, writer)
 
 
-def check_writable(path, *, overwrite: bool = False, storage_options: dict | None = None):
-    """Refuse an existing output unless ``overwrite``: called before any expensive work."""
-    if not overwrite and store_exists(path, storage_options):
+def check_writable(path, *, overwrite: bool = False, storage_options: dict | None = None,
+                   kind: str | None = None):
+    """Refuse an output that would replace something unasked, or something that is not of its
+    kind: called before any expensive work.
+
+    An existing ``path`` is replaced only with ``overwrite``, and then only when it holds a
+    daskauc store of the same kind as the one to be written (a model replaces a model, a
+    dataset or embedding replaces a dataset or embedding; ``kind=None`` accepts any daskauc
+    store). A regular file, a directory that is not a daskauc store, or a store of another
+    kind is never removed, whatever ``overwrite`` says: a checkpoint or model path pointed at
+    the training data must not destroy it."""
+    if not store_exists(path, storage_options):
+        return
+    if not overwrite:
         raise FileExistsError(
             f"{os.fspath(path)} already exists; pass overwrite=True (--overwrite) to replace it")
+    held = stored_kind(path, storage_options)
+    if held is None:
+        what = ("a file" if not _is_url(resolve_path(path))
+                and os.path.isfile(_local(resolve_path(path))) else "not a daskauc store")
+        raise FileExistsError(
+            f"{os.fspath(path)} is {what}; daskauc replaces only its own stores: remove it "
+            "yourself or choose another path")
+    if kind is not None and not _same_family(held, kind):
+        raise FileExistsError(
+            f"{os.fspath(path)} holds a daskauc {held} store, which a {kind} never replaces: "
+            "choose another path (or remove it yourself)")
+
+
+_FAMILIES = ({"dataset", "embedding"},)
+
+
+def _same_family(held: str, kind: str) -> bool:
+    return held == kind or any(held in f and kind in f for f in _FAMILIES)
+
+
+def stored_kind(path, storage_options: dict | None = None) -> str | None:
+    """The ``daskauc_kind`` of the store at ``path`` (complete or not); None when ``path`` is
+    not a daskauc store (a file, another directory, a foreign Zarr group)."""
+    path = resolve_path(path)
+    try:
+        group = zarr.open_group(path if _is_url(path) else _local(path), mode="r",
+                                storage_options=storage_options)
+    except Exception:  # noqa: BLE001 - anything that is not a readable Zarr group
+        return None
+    kind = group.attrs.get("daskauc_kind")
+    return kind if isinstance(kind, str) else None
+
+
+def check_output(path, *, kind: str | None = None, overwrite: bool = False,
+                 inputs=(), expected_bytes: int | None = None,
+                 storage_options: dict | None = None) -> str:
+    """Everything that can be known about writing ``path`` before the work that produces it:
+    not one of the ``inputs`` (an output written over its own input destroys it),
+    :func:`check_writable`, and for a local path that its directory can be created and
+    written to (a file is created and removed there) with at least ``expected_bytes`` free.
+    Returns the resolved path; the errors name the path and the cause."""
+    target = resolve_path(path)
+    for other in inputs:
+        if other is not None and resolve_path(other) == target:
+            raise ValueError(f"{os.fspath(path)} is also an input of this command; "
+                             "an output never replaces its input: choose another path")
+    check_writable(path, overwrite=overwrite, storage_options=storage_options, kind=kind)
+    if not _is_url(target):
+        check_directory(target, expected_bytes, shown=os.fspath(path))
+    return target
+
+
+def check_directory(target: str, expected_bytes: int | None = None, *,
+                    shown: str | None = None) -> None:
+    """The local file or store ``target`` can be written: its directory exists or can be
+    created below the nearest existing one, which takes a file (one is created and removed
+    there: permission bits do not tell for root or a read-only mount) and has at least
+    ``expected_bytes`` free."""
+    shown = shown or target
+    parent = os.path.dirname(os.path.abspath(target))
+    existing = parent
+    while not os.path.isdir(existing):
+        if os.path.exists(existing):
+            raise NotADirectoryError(f"cannot write {shown}: {existing} is a file, not a "
+                                     "directory")
+        existing = os.path.dirname(existing)
+    probe = os.path.join(existing, f".daskauc-probe-{socket.gethostname()}-{os.getpid()}")
+    try:
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise PermissionError(f"cannot write {shown}: {existing}: "
+                              f"{exc.strerror or exc}") from None
+    if expected_bytes:
+        free = shutil.disk_usage(existing).free
+        if free < expected_bytes:
+            raise OSError(errno.ENOSPC, f"cannot write {shown}: it needs about "
+                          f"{_gib(expected_bytes)} and {existing} has {_gib(free)} free")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def _commit(target, attrs_from, *results):
