@@ -758,7 +758,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as exc:
         if _file_error(exc) or (isinstance(exc, OSError) and not _state["cluster_used"]):
-            print(f"daskauc {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+            print(f"daskauc {args.command}: error: {_os_error_line(exc, args)}",
+                  file=sys.stderr)
             return 1
         if not (_state["cluster_used"] and _cluster_failure(exc)):
             raise
@@ -778,6 +779,26 @@ def _one_line(exc: BaseException) -> str:
     """An exception as one line (the first line of its message)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _os_error_line(exc: OSError, args) -> str:
+    """An OS error with the path it is about: its own, or the command's outputs."""
+    if exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or _one_line(exc)}"
+    text = exc.strerror or _one_line(exc)
+    outputs = []
+    for name in _OUTPUTS.get(args.command, ()):
+        value = getattr(args, name, None) or ()
+        if name == "also":
+            value = [out for _, out in value]
+        outputs += [value] if isinstance(value, str) else list(value)
+    return f"{text} (writing {', '.join(map(str, outputs))})" if outputs else text
+
+
+#: the arguments that name each command's outputs
+_OUTPUTS = {"ingest": ("store", "split"), "split": ("train", "test"), "embed": ("out", "also"),
+            "fit": ("model", "checkpoint", "plot"), "evaluate": ("plot",),
+            "cluster": ("scheduler_file",)}
 
 
 def _file_error(exc: BaseException) -> bool:
