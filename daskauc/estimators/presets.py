@@ -31,6 +31,7 @@ from .._validation import (
     without_finite_check,
 )
 from ._base import AUCScoreMixin
+from ._checkpoint import feature_map_token, open_checkpoint
 from .least_squares import SOLAM
 from .online import OAM, _classes_arg, _pm1_known
 from .pairwise_sgd import PairwiseHingeSGD
@@ -130,11 +131,25 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         return self.scaler_.transform(X) if self.scaler_ is not None else X
 
     # -- estimator API ----------------------------------------------------------------------
-    def fit(self, X, y=None, **solver_fit_kwargs):
-        """Fit scaler, feature map and solver; ``X`` may be a dataset store path (``y=None``)."""
+    def fit(self, X, y=None, *, checkpoint=None, resume: bool = False, **solver_fit_kwargs):
+        """Fit scaler, feature map and solver; ``X`` may be a dataset store path (``y=None``).
+
+        ``checkpoint`` / ``resume`` go to the solver (its model, with its state, is saved
+        there after every epoch or Newton step); the path is checked before anything is
+        fitted (:func:`daskauc.estimators._checkpoint.open_checkpoint`: it may hold nothing or
+        a checkpoint of the solver's class, which a fit without ``resume`` replaces), and a
+        resumed checkpoint must be of the same data and, once the embedding is fitted again,
+        of the same feature map (an integer ``random_state`` makes it so). Other keywords go
+        to the solver's ``fit``.
+        """
         timings = {}
         tic = time.perf_counter()
+        solver = self._make_solver()
+        checkpoint = open_checkpoint(solver, checkpoint, X, y, resume=resume,
+                                     also_written={"embedding_store": self.embedding_store})
         Xd, yd, classes = check_X_y(X, y)
+        if checkpoint is not None:
+            solver_fit_kwargs["checkpoint"] = checkpoint
         set_features_in(self, X, Xd.shape[1])
         if self.standardize:
             from ..data.scale import StandardScaler
@@ -149,6 +164,8 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         fmap = self._make_map()
         fmap.fit(self._scale(Xd))
         self.embedding_ = fmap
+        if checkpoint is not None:
+            checkpoint.add_feature_map(feature_map_token(self.scaler_, fmap))
         timings["landmarks"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
@@ -156,7 +173,6 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         timings["embed"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        solver = self._make_solver()
         solver.fit(Z, yd, **solver_fit_kwargs)
         if not is_lazy_input(X) and Z.shape[0] > _config.CALIBRATION_ROWS:
             # the solver saw a dask embedding and calibrated on a sample of its chunks; numpy
