@@ -30,6 +30,7 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
+from ._auto_c import check_selectable, class_counts
 from ._base import AUCScoreMixin
 from ._checkpoint import feature_map_token, open_checkpoint
 from .least_squares import SOLAM
@@ -148,6 +149,8 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         checkpoint = open_checkpoint(solver, checkpoint, X, y, resume=resume,
                                      also_written={"embedding_store": self.embedding_store})
         Xd, yd, classes = check_X_y(X, y)
+        if isinstance(getattr(solver, "C", None), str):  # C="auto": enough rows to choose C?
+            check_selectable(*class_counts(y, yd, classes))
         if checkpoint is not None:
             solver_fit_kwargs["checkpoint"] = checkpoint
         set_features_in(self, X, Xd.shape[1])
