@@ -271,3 +271,18 @@ def test_resume_needs_a_checkpoint():
     X, y = _data()
     with pytest.raises(ValueError, match="resume=True needs checkpoint=PATH"):
         SPAM(n_epochs=1).fit(X, y, resume=True)
+
+
+def test_a_checkpoint_opened_before_the_fit_is_passed_to_it(tmp_path):
+    """What the command line can do: check the path before starting a cluster, then fit."""
+    from daskauc.estimators._checkpoint import open_checkpoint
+
+    X, y = _data()
+    est = NSAUC(n_epochs=2, n_landmarks=16, random_state=0)
+    with pytest.raises(FileExistsError, match="holds a daskauc dataset store"):
+        open_checkpoint(est, dataset_store(tmp_path / "ds.zarr", X, y, rows=200), X, y)
+    ck = open_checkpoint(est, tmp_path / "ck.zarr", X, y)
+    est.fit(X, y, checkpoint=ck)
+    assert type(load_model(tmp_path / "ck.zarr")).__name__ == "PairwiseHingeSGD"
+    again = open_checkpoint(est, tmp_path / "ck.zarr", X, y, resume=True)
+    assert again.previous is not None and again.previous.n_iter_ == 2

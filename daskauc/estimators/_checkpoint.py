@@ -63,11 +63,16 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
     one, is loaded and must be of the same parameters, of a run no longer than this one
     (``n_epochs`` or ``max_iter`` may grow, never shrink) and of the same data
     (:func:`data_fingerprint`); it is then ``previous``. ``checkpoint=None`` gives None; a
-    :class:`Checkpoint` (a preset opens its solver's before fitting the embedding) is
-    returned as it is.
+    :class:`Checkpoint` is returned as it is, so a caller (the command line) may open it
+    before starting a cluster and pass it to ``fit`` as ``checkpoint=``. For a preset
+    (NSAUC, NBAUC ...) the checkpoint is its solver's, and its ``embedding_store`` may not
+    be the checkpoint either.
     """
     if isinstance(checkpoint, Checkpoint):
         return checkpoint
+    if hasattr(est, "_make_solver"):  # a preset: the checkpoint holds its solver
+        also_written = {"embedding_store": est.embedding_store, **(also_written or {})}
+        est = est._make_solver()
     if checkpoint is None:
         if resume:
             raise ValueError("resume=True needs checkpoint=PATH, the fit to continue")

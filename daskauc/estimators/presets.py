@@ -150,10 +150,9 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         """
         timings = {}
         tic = time.perf_counter()
-        solver = self._make_solver()
-        checkpoint = open_checkpoint(solver, checkpoint, X, y, resume=resume,
-                                     also_written={"embedding_store": self.embedding_store})
+        checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
+        solver = self._make_solver()
         if isinstance(getattr(solver, "C", None), str):  # C="auto": enough rows to choose C?
             check_selectable(*class_counts(y, yd, classes))
         if checkpoint is not None:
