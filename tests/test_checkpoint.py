@@ -97,7 +97,7 @@ def test_resume_refuses_a_checkpoint_of_another_fit(tmp_path):
         SPAM(random_state=1, n_epochs=2).fit(X, y, checkpoint=ck, resume=True)
     with pytest.raises(ValueError, match="fitted on other data"):
         SPAM(random_state=0, n_epochs=2).fit(X[:, :4], y, checkpoint=ck, resume=True)
-    with pytest.raises(ValueError, match="is of SPAM"):
+    with pytest.raises(FileExistsError, match="is of SPAM, not a checkpoint of this SOLAM"):
         SOLAM(random_state=0, n_epochs=2).fit(X, y, checkpoint=ck, resume=True)
 
 

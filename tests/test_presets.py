@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
 
-from daskauc import PairwiseHingeSGD, load_model, save_model
+from daskauc import PairwiseHingeSGD, RankSVM, load_model, save_model
 from daskauc.embed import gaussian_kernel
 from daskauc.estimators.presets import (
     NBAUC,
@@ -96,3 +96,47 @@ def test_preset_round_trip_through_save_model(tmp_path):
     np.testing.assert_allclose(back.decision_function(X), model.decision_function(X),
                                rtol=1e-6)
     assert back.get_params() == model.get_params()
+
+
+# ---------------------------------------------------------------- C="auto" on tiny data
+
+
+@pytest.mark.parametrize("per_class", [(1, 1), (1, 5), (4, 1)])
+@pytest.mark.parametrize("make", [
+    lambda: RankSVM(random_state=0),
+    lambda: NBAUC(n_landmarks=4, random_state=0),
+    lambda: RFAUC(n_landmarks=8, random_state=0),
+    lambda: KernelRankSVM(random_state=0),
+])
+def test_auto_C_on_too_few_rows_of_a_class_says_so_before_any_work(make, per_class):
+    """The reported case: RankSVM() on one row per class failed with "X has 0 samples" from
+    an empty selection fold (NBAUC after fitting its embedding)."""
+    from dask.callbacks import Callback
+
+    pos, neg = per_class
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(pos + neg, 3))
+    y = np.r_[np.ones(pos), -np.ones(neg)]
+    computes = []
+
+    class Count(Callback):
+        def _start(self, dsk):
+            computes.append(1)
+
+    with Count(), pytest.raises(ValueError) as info:
+        make().fit(X, y)
+    msg = str(info.value)
+    assert 'C="auto"' in msg and f"{pos} positive and {neg} negative" in msg
+    assert "at least 2 of each" in msg and "C=1.0" in msg
+    if not isinstance(make(), RankSVM):
+        assert not computes, "the feature map was fitted before the refusal"
+
+
+def test_auto_C_works_from_two_rows_of_each_class():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4, 3))
+    y = np.array([1, 1, -1, -1])
+    assert RankSVM(random_state=0).fit(X, y).C_ > 0
+    with pytest.raises(ValueError, match='C="auto"'):
+        RankSVM(random_state=0).partial_fit(X[1:], y[1:])  # one positive in the first batch
+    assert NBAUC(n_landmarks=4, random_state=0).fit(X, y).solver_.C_ > 0

@@ -28,6 +28,7 @@ from ._calibration import (
     proba_block,
     shift_block,
 )
+from ._checkpoint import check_resumed_data
 
 
 class AUCScoreMixin:
@@ -176,19 +177,21 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         return state
 
     def _fit_epochs(self, run, n_epochs: int, classes, n_features: int, *, checkpoint=None,
-                    resume: bool = False, after=None, calibrate=None) -> None:
+                    after=None, calibrate=None) -> None:
         """Run ``n_epochs`` epochs with ``run(state, n) -> SolverResult`` and set the result.
 
-        Without ``checkpoint`` the solver runs all epochs in one call. With it, epochs run
-        one call each (the stochastic solvers continue exactly from their state: each
-        epoch's randomness depends only on the seed root and the epoch number) and after each
-        the whole estimator, solver state included, is saved to ``checkpoint`` atomically
-        (a new store is written beside it and renamed over it). With ``resume=True`` an
-        existing checkpoint of the same estimator and parameters is continued, so a fit
-        killed at any point and resumed gives the model of the uninterrupted fit, bit for bit.
+        Without ``checkpoint`` the solver runs all epochs in one call. With one (a
+        :class:`Checkpoint` from :func:`open_checkpoint`, checked at the top of ``fit``),
+        epochs run one call each (the stochastic solvers continue exactly from their state:
+        each epoch's randomness depends only on the seed root and the epoch number) and after
+        each the whole estimator, solver state and ``data_fingerprint_`` included, is saved
+        to the checkpoint atomically (a new store is written beside it and renamed over it).
+        A resumed checkpoint (``checkpoint.previous``) is continued, so a fit killed at any
+        point and resumed gives the model of the uninterrupted fit, bit for bit.
         ``after(result)`` sets any extra fitted attributes; ``calibrate()`` calibrates the
         scores at the end. A checkpoint is a point to resume from: it holds no calibration.
         """
+        self.__dict__.pop("data_fingerprint_", None)  # of an earlier checkpointed fit
         if checkpoint is None:
             result = run(None, n_epochs)
             self._set_result(result, classes, n_features)
@@ -200,13 +203,13 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         state, history = None, []
         for stale in ("intercept_", "calibration_slope_"):  # of an earlier fit
             self.__dict__.pop(stale, None)
-        if resume:
-            previous = _resumable(self, checkpoint, n_features, classes)
-            if previous is not None:
-                state, history = previous._solver_state, list(previous.history_)
-                vars(self).update({k: v for k, v in vars(previous).items()
-                                   if k.endswith("_") and not k.startswith("__")})
-                self._solver_state = state
+        previous = checkpoint.previous
+        if previous is not None:
+            check_resumed_data(previous, checkpoint.path, n_features, classes)
+            state, history = previous._solver_state, list(previous.history_)
+            vars(self).update({k: v for k, v in vars(previous).items()
+                               if k.endswith("_") and not k.startswith("__")})
+            self._solver_state = state
         from ..io import save_model
 
         while state is None or state.epoch < n_epochs:
@@ -217,7 +220,9 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
             self.history_ = history
             if after is not None:
                 after(result)
-            save_model(self, checkpoint, overwrite=True)
+            self.data_fingerprint_ = checkpoint.data
+            save_model(self, checkpoint.path, overwrite=True)
+        self.data_fingerprint_ = checkpoint.data
         if calibrate is not None:
             calibrate()
 
@@ -229,44 +234,3 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         self.classes_ = np.asarray(classes)
         self.n_features_in_ = int(n_features)
         self._solver_state = result.state
-
-
-def _resumable(est, checkpoint, n_features: int, classes):
-    """The estimator saved at ``checkpoint`` when it is a checkpoint of ``est``'s fit (same
-    class, parameters, features and classes); None when there is no checkpoint yet; an error
-    naming the difference otherwise (continuing a different fit would be silently wrong)."""
-    from ..data.store import resolve_path, restore_interrupted, store_exists
-    from ..io import load_model
-
-    if not store_exists(checkpoint) and not restore_interrupted(resolve_path(checkpoint)):
-        return None
-    previous = load_model(checkpoint)
-    mine, theirs = est.get_params(deep=False), previous.get_params(deep=False)
-    for length in ("n_epochs", "max_iter"):  # a resumed fit may run longer
-        mine.pop(length, None)
-        theirs.pop(length, None)
-    if type(previous) is not type(est) or _json(mine) != _json(theirs):
-        raise ValueError(
-            f"the checkpoint {checkpoint} is of {type(previous).__name__}"
-            f"({_json(theirs)}), not of this {type(est).__name__}({_json(mine)}); "
-            "resume with the same estimator or use another checkpoint path")
-    if previous.n_features_in_ != n_features or not np.array_equal(previous.classes_, classes):
-        raise ValueError(f"the checkpoint {checkpoint} was fitted on other data "
-                         f"({previous.n_features_in_} features, classes {list(previous.classes_)})")
-    if getattr(previous, "_solver_state", None) is None:
-        raise ValueError(f"the checkpoint {checkpoint} holds no solver state")
-    return previous
-
-
-def _json(params: dict) -> str:
-    import json
-
-    from ..io import _jsonable
-
-    def value(v):
-        try:
-            return _jsonable(v)
-        except TypeError:
-            return repr(v)
-
-    return json.dumps({k: value(v) for k, v in params.items()}, sort_keys=True)

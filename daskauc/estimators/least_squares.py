@@ -40,6 +40,7 @@ from ..solvers.twopass import SCHEDULES as TWOPASS_SCHEDULES
 from ..solvers.twopass import twopass_auc
 from ._base import LinearAUCModel
 from ._centring import auto_step, mean_sq_norm
+from ._checkpoint import open_checkpoint
 
 _EPOCHS = (int, {"low": 1})
 _SHUFFLE = (bool, {})
@@ -60,16 +61,20 @@ class _LSModel(LinearAUCModel):
         """Fit on ``X`` (numpy, dask, Zarr array or dataset store path) and labels ``y``.
 
         ``checkpoint`` (a path or URL; the epoch-based solvers): save the model with its
-        solver state after every epoch; ``resume=True`` continues from it.
+        solver state after every epoch; ``resume=True`` continues from it. The path may hold
+        nothing or a checkpoint of this class, which a fit without ``resume`` replaces;
+        anything else is refused before any work
+        (:func:`daskauc.estimators._checkpoint.open_checkpoint`).
 
         Returns
         -------
         self
         """
         check_params(self, self._params)
-        Xd, yd, classes = check_X_y(X, y)
         if checkpoint is not None and not hasattr(self, "n_epochs"):
             raise ValueError(f"{type(self).__name__} has no epochs to checkpoint (one pass)")
+        checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
+        Xd, yd, classes = check_X_y(X, y)
         set_features_in(self, X, Xd.shape[1])
 
         rows = self._solver_rows(Xd, X, first=True)
@@ -78,7 +83,7 @@ class _LSModel(LinearAUCModel):
             return self._run(rows, yd, state, n_epochs, False)
 
         self._fit_epochs(run, getattr(self, "n_epochs", 1), classes, Xd.shape[1],
-                         checkpoint=checkpoint, resume=resume,
+                         checkpoint=checkpoint,
                          calibrate=lambda: self._calibrate_linear(Xd, yd, X))
         return self
 

@@ -24,6 +24,7 @@ from ..solvers.oam import UPDATES, oam
 from ..solvers.univariate import LOSSES, SCHEDULES, univariate_sgd
 from ._base import LinearAUCModel
 from ._centring import auto_step, mean_sq_norm
+from ._checkpoint import open_checkpoint
 
 
 def _pm1_known(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -68,15 +69,20 @@ class _OnlineAUCModel(LinearAUCModel):
         X : array-like, dask array or dataset store path, shape (n, d).
         y : labels with two values (the larger is positive), or None with a store path.
         checkpoint : path or URL, optional
-            Save the model with its solver state after every epoch.
+            Save the model with its solver state after every epoch. The path may hold
+            nothing or a checkpoint of this class, which a fit without ``resume`` replaces;
+            anything else is refused before any work
+            (:func:`daskauc.estimators._checkpoint.open_checkpoint`).
         resume : bool
-            Continue from ``checkpoint`` when it holds a checkpoint of this estimator.
+            Continue from ``checkpoint`` when it holds a checkpoint of this estimator (of the
+            same parameters and data, and no more epochs than ``n_epochs``).
 
         Returns
         -------
         self
         """
         self._check()
+        checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
         set_features_in(self, X, Xd.shape[1])
         rows = self._solver_rows(Xd, X, first=True)
@@ -86,7 +92,6 @@ class _OnlineAUCModel(LinearAUCModel):
                                validation=(Xd, yd) if self.record_auc else None)
 
         self._fit_epochs(run, self.n_epochs, classes, Xd.shape[1], checkpoint=checkpoint,
-                         resume=resume,
                          calibrate=lambda: self._calibrate_linear(Xd, yd, X))
         return self
 

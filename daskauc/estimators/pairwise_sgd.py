@@ -7,6 +7,7 @@ from numbers import Integral, Real
 from .._validation import check_n_features, check_params, check_X_y, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
 from ._base import LinearAUCModel
+from ._checkpoint import open_checkpoint
 
 
 class PairwiseHingeSGD(LinearAUCModel):
@@ -114,9 +115,13 @@ class PairwiseHingeSGD(LinearAUCModel):
         """Fit on ``X`` (numpy, dask, or a dataset/embedding store path with ``y=None``).
 
         ``checkpoint`` (a path or URL): save the model with its solver state after every
-        epoch; ``resume=True`` continues from it (see :ref:`checkpoints <checkpoints>`).
+        epoch; ``resume=True`` continues from it (see :ref:`checkpoints <checkpoints>`). The
+        path may hold nothing or a checkpoint of this class, which a fit without ``resume``
+        replaces; anything else is refused before any work
+        (:func:`daskauc.estimators._checkpoint.open_checkpoint`).
         """
         check_params(self, self._params)
+        checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
         set_features_in(self, X, Xd.shape[1])
 
@@ -126,7 +131,7 @@ class PairwiseHingeSGD(LinearAUCModel):
                                       **self._solver_kwargs())
 
         self._fit_epochs(run, int(self.n_epochs), classes, Xd.shape[1], checkpoint=checkpoint,
-                         resume=resume, after=self._set_t0,
+                         after=self._set_t0,
                          calibrate=lambda: self._calibrate_linear(Xd, yd, X))
         return self
 

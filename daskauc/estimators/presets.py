@@ -5,7 +5,9 @@ a scikit-learn ``Pipeline`` of the same steps, a preset materializes the embeddi
 persisted in memory (numpy / the cluster) or, with ``embedding_store``, written to Zarr and
 streamed from there — so the solver's epochs or Newton iterations never recompute the map.
 
-Defaults follow Khalid et al.: 1600 k-means landmarks, Gaussian kernel with gamma = 1/b (b the
+Defaults follow Khalid et al.: 1600 k-means landmarks (fewer on fewer than 9 features, where
+the kernel tells fewer apart: :func:`daskauc.embed.nystroem.auto_landmarks`), Gaussian
+kernel with gamma = 1/b (b the
 mean squared distance to the mean over the first 80,000 rows), standardized features.
 """
 
@@ -30,7 +32,10 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
+from ..embed.nystroem import DEFAULT_LANDMARKS, KMeansNystroem
+from ._auto_c import check_selectable, class_counts
 from ._base import AUCScoreMixin
+from ._checkpoint import feature_map_token, open_checkpoint
 from .least_squares import SOLAM
 from .online import OAM, _classes_arg, _pm1_known
 from .pairwise_sgd import PairwiseHingeSGD
@@ -43,8 +48,11 @@ EMBEDDING_PARAMS = ("n_landmarks", "gamma", "landmarks", "kmeans_epochs", "stand
                     "dtype", "embedding_store", "overwrite", "persist")
 
 _EMBEDDING_DOC = """
-    n_landmarks : int, default=1600
-        Landmarks (k-means centroids) of the Nystroem map; the paper uses 1600.
+    n_landmarks : int or "auto", default="auto"
+        Landmarks (k-means centroids) of the Nystroem map. "auto": the paper's 1600, or the
+        training rows when fewer, or on fewer than 9 features as many as the kernel tells
+        apart at the default gamma (125 for 3 features; :func:`daskauc.embed.nystroem.
+        auto_landmarks`); for random Fourier features (RFAUC) "auto" is 1600.
     gamma : float or None, default=None
         Gaussian kernel width, kappa(x, z) = exp(-gamma ||x - z||^2); None uses the paper's
         rule gamma = 1/b, b = mean ||x_i - xbar||^2 over the first 80,000 rows.
@@ -104,10 +112,9 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         if self._feature_map == "fourier":
             from ..embed.fourier import RandomFourierFeatures
 
-            return RandomFourierFeatures(n_components=self.n_landmarks, gamma=self.gamma,
+            n_features = DEFAULT_LANDMARKS if self.n_landmarks == "auto" else self.n_landmarks
+            return RandomFourierFeatures(n_components=n_features, gamma=self.gamma,
                                          random_state=self._seed(0), dtype=self.dtype)
-        from ..embed.nystroem import KMeansNystroem
-
         n_landmarks = self.n_landmarks if self.n_landmarks is not None else self._n_train_rows
         return KMeansNystroem(n_components=n_landmarks, gamma=self.gamma,
                               landmarks=self.landmarks, kmeans_epochs=self.kmeans_epochs,
@@ -130,11 +137,26 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         return self.scaler_.transform(X) if self.scaler_ is not None else X
 
     # -- estimator API ----------------------------------------------------------------------
-    def fit(self, X, y=None, **solver_fit_kwargs):
-        """Fit scaler, feature map and solver; ``X`` may be a dataset store path (``y=None``)."""
+    def fit(self, X, y=None, *, checkpoint=None, resume: bool = False, **solver_fit_kwargs):
+        """Fit scaler, feature map and solver; ``X`` may be a dataset store path (``y=None``).
+
+        ``checkpoint`` / ``resume`` go to the solver (its model, with its state, is saved
+        there after every epoch or Newton step); the path is checked before anything is
+        fitted (:func:`daskauc.estimators._checkpoint.open_checkpoint`: it may hold nothing or
+        a checkpoint of the solver's class, which a fit without ``resume`` replaces), and a
+        resumed checkpoint must be of the same data and, once the embedding is fitted again,
+        of the same feature map (an integer ``random_state`` makes it so). Other keywords go
+        to the solver's ``fit``.
+        """
         timings = {}
         tic = time.perf_counter()
+        checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
+        solver = self._make_solver()
+        if isinstance(getattr(solver, "C", None), str):  # C="auto": enough rows to choose C?
+            check_selectable(*class_counts(y, yd, classes))
+        if checkpoint is not None:
+            solver_fit_kwargs["checkpoint"] = checkpoint
         set_features_in(self, X, Xd.shape[1])
         if self.standardize:
             from ..data.scale import StandardScaler
@@ -149,6 +171,8 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         fmap = self._make_map()
         fmap.fit(self._scale(Xd))
         self.embedding_ = fmap
+        if checkpoint is not None:
+            checkpoint.add_feature_map(feature_map_token(self.scaler_, fmap))
         timings["landmarks"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
@@ -156,7 +180,6 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         timings["embed"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        solver = self._make_solver()
         solver.fit(Z, yd, **solver_fit_kwargs)
         if not is_lazy_input(X) and Z.shape[0] > _config.CALIBRATION_ROWS:
             # the solver saw a dask embedding and calibrated on a sample of its chunks; numpy
@@ -201,7 +224,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
                 self.scaler_ = None
             self._n_train_rows = int(Xd.shape[0])
             fmap = self._make_map()
-            if hasattr(fmap, "n_components") and fmap.n_components is not None:
+            if getattr(fmap, "n_components", None) not in (None, "auto"):  # auto: <= rows
                 fmap.set_params(n_components=min(int(fmap.n_components), int(Xd.shape[0])))
             self.embedding_ = fmap.fit(self._scale(Xd))
             self.solver_ = self._make_solver()
@@ -314,7 +337,7 @@ class NSAUC(EmbeddedAUCModel):
     _solver_fixed = {"average": True}
 
     def __init__(self, lam=1e-8, *, n_epochs=20, rskip=16, askip=16, t0=None,
-                 n_landmarks=1600, gamma=None, landmarks="kmeans", kmeans_epochs=3,
+                 n_landmarks="auto", gamma=None, landmarks="kmeans", kmeans_epochs=3,
                  standardize=True, dtype="float32", embedding_store=None, overwrite=False,
                  persist=True, random_state=None):
         self.lam = lam
@@ -356,7 +379,7 @@ class NBAUC(EmbeddedAUCModel):
     _solver = RankSVM
     _solver_params = ("C", "tol", "max_iter")
 
-    def __init__(self, C="auto", *, tol=1e-3, max_iter=50, n_landmarks=1600, gamma=None,
+    def __init__(self, C="auto", *, tol=1e-3, max_iter=50, n_landmarks="auto", gamma=None,
                  landmarks="kmeans", kmeans_epochs=3, standardize=True, dtype="float32",
                  embedding_store=None, overwrite=False, persist=True, random_state=None):
         self.C = C
@@ -409,7 +432,7 @@ class NOAM(EmbeddedAUCModel):
     _solver = OAM
     _solver_params = ("C", "buffer_size", "update", "n_epochs")
 
-    def __init__(self, C=1.0, *, buffer_size=100, update="seq", n_epochs=1, n_landmarks=1600,
+    def __init__(self, C=1.0, *, buffer_size=100, update="seq", n_epochs=1, n_landmarks="auto",
                  gamma=None, landmarks="kmeans", kmeans_epochs=3, standardize=True,
                  dtype="float32", embedding_store=None, overwrite=False, persist=True,
                  random_state=None):
@@ -445,7 +468,7 @@ class NSOLAM(EmbeddedAUCModel):
     _solver = SOLAM
     _solver_params = ("zeta", "R", "n_epochs")
 
-    def __init__(self, zeta=25.0, *, R=10.0, n_epochs=30, n_landmarks=1600, gamma=None,
+    def __init__(self, zeta=25.0, *, R=10.0, n_epochs=30, n_landmarks="auto", gamma=None,
                  landmarks="kmeans", kmeans_epochs=3, standardize=True, dtype="float32",
                  embedding_store=None, overwrite=False, persist=True, random_state=None):
         self.zeta = zeta

@@ -26,6 +26,7 @@ from .._validation import (
 )
 from ..solvers.newton import LINE_SEARCHES, prsvm_newton, should_persist
 from ._base import LinearAUCModel
+from ._checkpoint import check_resumed_data, open_checkpoint
 
 
 class RankSVM(LinearAUCModel):
@@ -178,19 +179,24 @@ class RankSVM(LinearAUCModel):
         ``X_val`` / ``y_val`` (optional) record the validation AUC of every iteration in
         ``history_``. ``checkpoint`` (a path or URL): save the model, with the Newton state,
         after every Newton step; ``resume=True`` continues from it (the same steps as the
-        uninterrupted fit).
+        uninterrupted fit; ``max_iter`` may grow, never fall below the steps saved). The path
+        may hold nothing or a checkpoint of this class, which a fit without ``resume``
+        replaces; anything else is refused before any work, the choice of C included
+        (:func:`daskauc.estimators._checkpoint.open_checkpoint`).
         """
         check_params(self, self._param_table)
         self._check_C()
+        checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
+        self.__dict__.pop("data_fingerprint_", None)  # of an earlier checkpointed fit
         set_features_in(self, X, Xd.shape[1])
         snapshot, on_step, previous = None, None, None
         if checkpoint is not None:
             from ..io import save_model
-            from ._base import _resumable
 
-            previous = _resumable(self, checkpoint, Xd.shape[1], classes) if resume else None
+            previous = checkpoint.previous
             if previous is not None:
+                check_resumed_data(previous, checkpoint.path, Xd.shape[1], classes)
                 snapshot = previous._solver_state
 
             def on_step(state):
@@ -199,8 +205,9 @@ class RankSVM(LinearAUCModel):
                 self.coef_, self.n_iter_ = state["w"].copy(), int(state["n_iter"])
                 self.converged_, self.history_ = False, list(state["history"])
                 self.classes_, self.n_features_in_ = np.asarray(classes), int(Xd.shape[1])
+                self.data_fingerprint_ = checkpoint.data
                 self._solver_state = state
-                save_model(self, checkpoint, overwrite=True)
+                save_model(self, checkpoint.path, overwrite=True)
 
         if previous is not None and hasattr(previous, "C_"):  # resume with the same C
             self.C_ = float(previous.C_)
@@ -228,6 +235,8 @@ class RankSVM(LinearAUCModel):
                 "increase max_iter", ConvergenceWarning, stacklevel=2,
             )
         self._set_result(result, classes, Xd.shape[1])
+        if checkpoint is not None:
+            self.data_fingerprint_ = checkpoint.data
         self._solver_state = {**dict(result.state or {}), "pairs": float(_pairs(yd)),
                               "batches": 1}
         self._calibrate_linear(Xd, yd, X)
