@@ -56,6 +56,10 @@ def _methods() -> dict:
     return methods
 
 
+def _int_or_auto(text: str):
+    return text if text == "auto" else int(text)
+
+
 def _float_or_auto(text: str):
     return text if text == "auto" else float(text)
 
@@ -214,7 +218,14 @@ def cmd_embed(args) -> int:
     ds = open_dataset(args.source)
     sources = [args.source, *(src for src, _ in args.also or [])]
     rows = max(open_dataset(src).n_samples for src in sources[1:]) if args.also else 0
-    width = fmap.n_components_ if fmap is not None else args.landmarks
+    if fmap is not None:
+        width = fmap.n_components_
+    elif args.landmarks == "auto":
+        from .embed.nystroem import auto_landmarks
+
+        width = auto_landmarks(ds.n_samples, ds.n_features)
+    else:
+        width = args.landmarks
     itemsize = 8 if (fmap is not None and fmap.dtype == "float64") or args.dtype == "float64" \
         else 4
     _check_outputs(args, args.out, *(out for _, out in args.also or []), kind="embedding",
@@ -238,7 +249,7 @@ def cmd_embed(args) -> int:
                                   landmarks=args.landmark_method,
                                   kmeans_epochs=args.kmeans_epochs, dtype=args.dtype,
                                   random_state=args.seed)
-            with _step(f"k-means landmarks ({args.landmarks})"):
+            with _step(f"k-means landmarks ({width})"):
                 fmap.fit(Xs)
             for src, dst in [(args.source, args.out), *(args.also or [])]:
                 with _step(f"embed + write {dst}"):
@@ -346,7 +357,13 @@ def cmd_fit(args) -> int:
             print(f"daskauc fit: error: --checkpoint: {type(est).__name__} has no epochs or "
                   "steps to checkpoint", file=sys.stderr)
             return 2
-        kwargs.update(checkpoint=args.checkpoint, resume=args.resume)
+        from .estimators._checkpoint import open_checkpoint
+
+        # before the cluster starts: a checkpoint that is not this fit's, or of other data
+        # or a longer run (with --resume), is refused before any work
+        checkpoint = open_checkpoint(est, args.checkpoint, train.X, train.y,
+                                     resume=args.resume)
+        kwargs.update(checkpoint=checkpoint, resume=args.resume)
     elif args.resume:
         print("daskauc fit: error: --resume needs --checkpoint PATH", file=sys.stderr)
         return 2
@@ -625,8 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", help="embedding store to write")
     p.add_argument("--map", default=None,
                    help="embedding store whose fitted map is applied (no fitting)")
-    p.add_argument("--landmarks", type=int, default=1600,
-                   help="number of landmarks (embedding dimensions, at most)")
+    p.add_argument("--landmarks", type=_int_or_auto, default="auto",
+                   help="number of landmarks (embedding dimensions, at most); 'auto': 1,600, "
+                   "or fewer for small or low-dimensional data (default: auto)")
     p.add_argument("--landmark-method", default="kmeans", choices=["kmeans", "random", "all"],
                    help="how landmarks are chosen")
     p.add_argument("--gamma", type=float, default=None,

@@ -257,9 +257,12 @@ def check_writable(path, *, overwrite: bool = False, storage_options: dict | Non
         raise FileExistsError(
             f"{os.fspath(path)} already exists; pass overwrite=True (--overwrite) to replace it")
     held = stored_kind(path, storage_options)
+    local = None if _is_url(resolve_path(path)) else _local(resolve_path(path))
+    if held is None and local is not None and os.path.isdir(local) and not os.listdir(local):
+        return  # an empty directory: nothing to lose
     if held is None:
-        what = ("a file" if not _is_url(resolve_path(path))
-                and os.path.isfile(_local(resolve_path(path))) else "not a daskauc store")
+        what = "a file" if local is not None and os.path.isfile(local) else \
+            "not a daskauc store"
         raise FileExistsError(
             f"{os.fspath(path)} is {what}; daskauc replaces only its own stores: remove it "
             "yourself or choose another path")
