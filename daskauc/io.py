@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from .data.store import create_array, open_store, writing_store
+from .data.store import create_array, open_store, verify_chunk_checksums, writing_store
 
 
 def _registry() -> dict[str, type]:
@@ -294,6 +294,7 @@ def load_model(path):
     """Load an estimator saved by :func:`save_model` (its schema validated first; a damaged
     or foreign store raises :class:`ModelFileError`)."""
     group = open_store(path, kind="model")
+    verify_chunk_checksums(group, path)  # each chunk file at its own position (a few reads)
     try:
         return _read_estimator(group, os.fspath(path))
     except (KeyError, TypeError, AttributeError) as exc:

@@ -3,6 +3,7 @@ tampered models and the small input errors. Each test reproduces a case that gav
 wrong answer (or lost work) before the fix, with real Zarr stores and, where a cluster matters,
 real scheduler and worker processes."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -119,6 +120,105 @@ def test_a_store_without_chunk_records_warns(store):
     g.attrs.clear()
     g.attrs.update(attrs)
     with pytest.warns(UserWarning, match="without chunk records"):
+        open_dataset(path)
+
+
+CHUNK_KEYS = [*(f"X/c/{i}/0" for i in range(4)), *(f"y/c/{i}" for i in range(4))]
+
+
+def _swap_equal_sized_chunks(get, put, keys):
+    """Exchange the bytes of the first two chunk files among ``keys`` that have the same size
+    and different contents: each still passes its own CRC32C, only its position is wrong."""
+    blobs = {k: get(k) for k in keys}
+    for a, b in itertools.combinations(keys, 2):
+        if len(blobs[a]) == len(blobs[b]) and blobs[a] != blobs[b]:
+            put(a, blobs[b])
+            put(b, blobs[a])
+            return a, b
+    raise AssertionError(f"no two chunks of equal size among {keys}")
+
+
+def _local_files(root):
+    def get(key):
+        with open(os.path.join(root, key), "rb") as f:
+            return f.read()
+
+    def put(key, data):
+        with open(os.path.join(root, key), "wb") as f:
+            f.write(data)
+
+    return get, put
+
+
+def _moved(a, b):
+    # (as chunks ..., when another chunk holds the same bytes)
+    return (rf"chunk ({a}|{b}) holds the data written as chunks? [^(]*({a}|{b}).* "
+            r"\(chunk files swapped")
+
+
+def test_the_commit_records_each_chunks_size_and_checksum(store):
+    path, _, _ = store
+    recorded = zarr.open_group(path).attrs["daskauc_chunks"]
+    assert set(recorded) == set(CHUNK_KEYS)
+    for key in CHUNK_KEYS:
+        data = _local_files(path)[0](key)
+        assert recorded[key] == [len(data), int.from_bytes(data[-4:], "little")]
+
+
+def test_swapped_chunks_are_an_error_naming_them(store):
+    """Two chunk files of equal size exchanged (X no longer lines up with y): each passes its
+    own checksum, and the store's sizes all match, so only the position binding sees it."""
+    path, X, y = store
+    before = open_dataset(path)
+    np.testing.assert_array_equal(before.X.compute(scheduler="threads"), X)  # checked, cached
+    np.testing.assert_array_equal(before.y.compute(scheduler="threads"), y)
+    a, b = _swap_equal_sized_chunks(*_local_files(path), CHUNK_KEYS)
+    for ds in (before, open_dataset(path)):  # opened before the swap, and after it
+        with pytest.raises(StoreIntegrityError, match=rf"{path} array [Xy]: {_moved(a, b)}"):
+            dask.compute(ds.X, ds.y, scheduler="threads")
+
+
+def test_swapped_chunks_on_object_storage_are_an_error():
+    import fsspec
+
+    X, y = _data()
+    url, base = "memory://daskauc-swap/ds.zarr", "/daskauc-swap/ds.zarr/"
+    fs = fsspec.filesystem("memory")
+    try:
+        with dask.config.set(scheduler="threads"):
+            ingest_array(X, y, url, overwrite=True, chunk_rows=60)
+        a, b = _swap_equal_sized_chunks(lambda k: fs.cat(base + k),
+                                        lambda k, v: fs.pipe(base + k, v), CHUNK_KEYS)
+        ds = open_dataset(url)
+        with pytest.raises(StoreIntegrityError, match=_moved(a, b)):
+            dask.compute(ds.X, ds.y, scheduler="threads")
+    finally:
+        fs.rm("/daskauc-swap", recursive=True)
+
+
+def test_swapped_model_chunks_are_an_error(tmp_path):
+    from daskauc import PairwiseHingeSGD
+
+    X, y = _data()
+    path = tmp_path / "m.zarr"
+    save_model(PairwiseHingeSGD(n_epochs=2).fit(X, y), path)  # coef_ and state vectors
+    keys = sorted(zarr.open_group(path).attrs["daskauc_chunks"])
+    a, b = _swap_equal_sized_chunks(*_local_files(path), keys)
+    with pytest.raises(StoreIntegrityError, match=_moved(a, b)):
+        load_model(path)
+
+
+def test_a_store_with_size_only_chunk_records_opens_with_a_warning(store):
+    """Stores committed before checksums were recorded: sizes are still checked; a swap
+    cannot be seen, which the warning says."""
+    path, X, _ = store
+    g = zarr.open_group(path, mode="r+")
+    g.attrs["daskauc_chunks"] = {k: v[0] for k, v in g.attrs["daskauc_chunks"].items()}
+    with pytest.warns(UserWarning, match="chunk sizes only.*swapped"):
+        ds = open_dataset(path)
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+    g.attrs["daskauc_chunks"] = {**g.attrs["daskauc_chunks"], "X/c/0/0": "a lot"}
+    with pytest.raises(StoreIntegrityError, match="record of chunk X/c/0/0 is malformed"):
         open_dataset(path)
 
 

@@ -13,10 +13,12 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
   refuses;
 * every array is written with a CRC32C checksum in each chunk (Zarr's ``crc32c`` codec,
   verified on every read) and with every chunk present, even all-zero ones; the commit
-  records every chunk file and its size (``daskauc_chunks``), and :func:`open_store` checks
-  them before anything is read, so a missing or truncated chunk is an error that names it,
-  never the fill value Zarr would return for an absent chunk. Dataset reads also check
-  each chunk's presence on the worker that reads it (:func:`open_dataset`);
+  records every chunk file with its size and its checksum (``daskauc_chunks``), and
+  :func:`open_store` checks the files against it before anything is read, so a missing or
+  truncated chunk is an error that names it, never the fill value Zarr would return for an
+  absent chunk. Dataset reads also check, on the worker that reads a chunk, that it is there
+  and holds the checksum recorded for its position (:func:`open_dataset`), so chunk files
+  swapped or copied over each other are an error too, not rows that no longer line up;
 * every user path is resolved once (:func:`resolve_path`) to an absolute path or a URL
   before it enters a graph, so workers started in another directory read the same store;
 * a writer names its hidden directory after its host and process id; the next writer of the
@@ -262,7 +264,10 @@ def _commit(target, attrs_from, *results):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         raise
-    group.attrs.update({**extra, _config.MANIFEST_ATTR: chunks, _config.COMPLETE_ATTR: True})
+    sums = _trailing_checksums(where, None if tmp else storage_options,
+                               {k: chunks[k] for k in _checksummed_keys(group)})
+    manifest = {k: [size, sums.get(k)] for k, size in chunks.items()}
+    group.attrs.update({**extra, _config.MANIFEST_ATTR: manifest, _config.COMPLETE_ATTR: True})
     if tmp is None:
         return final
     if not overwrite:
@@ -313,6 +318,38 @@ def _list_chunks(root: str, storage_options: dict | None) -> dict[str, int]:
     return out
 
 
+def _trailing_checksums(root: str, storage_options: dict | None,
+                        sizes: dict[str, int]) -> dict[str, int]:
+    """Chunk key -> the CRC32C that Zarr's ``crc32c`` codec appended to the chunk file (its
+    last 4 bytes, little endian): one 4-byte read per file, never a pass over the data."""
+    keys = [k for k, n in sizes.items() if n >= 4]
+    if _is_url(root):
+        import fsspec
+
+        fs, _, paths = fsspec.get_fs_token_paths(root, storage_options=storage_options)
+        base = paths[0].rstrip("/") + "/"
+        tails = fs.cat_ranges([base + k for k in keys], [sizes[k] - 4 for k in keys],
+                              [sizes[k] for k in keys], on_error="raise")
+    else:
+        tails = []
+        for k in keys:
+            fd = os.open(os.path.join(root, k), os.O_RDONLY)
+            try:
+                tails.append(os.pread(fd, 4, sizes[k] - 4))
+            finally:
+                os.close(fd)
+    return {k: int.from_bytes(t, "little") for k, t in zip(keys, tails, strict=True)}
+
+
+def _checksummed_keys(group: zarr.Group) -> list[str]:
+    """The chunk keys of every array whose chunks end with a CRC32C (the last codec)."""
+    from zarr.codecs import Crc32cCodec
+
+    return [k for name, arr in _arrays(group)
+            if isinstance(getattr(arr.metadata, "codecs", [None])[-1], Crc32cCodec)
+            for k in _grid_keys(arr, f"{name}/")]
+
+
 def _grid_keys(arr: zarr.Array, prefix: str):
     grid = [range(math.ceil(s / c) if c else 0)  # a zero-size array has no chunk
             for s, c in zip(arr.shape, arr.chunks, strict=True)]
@@ -338,6 +375,72 @@ def _check_grid(group: zarr.Group, chunks: dict[str, int], where: str) -> None:
                 f"(first: {missing[0]}); the store was not committed")
 
 
+def _chunk_records(recorded, path: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The commit's record (``MANIFEST_ATTR``) as chunk key -> size and chunk key -> CRC32C.
+
+    Each chunk is recorded as ``[size, crc32c]`` (``crc32c`` None for an array written
+    without checksums). Stores committed before checksums were recorded hold ``size`` alone:
+    they are still read (their sizes checked; their chunks weeks of work for some), and
+    :func:`verify_store` warns that a swap cannot be detected in them."""
+    if not isinstance(recorded, dict):
+        raise StoreIntegrityError(f"{path} is damaged: its chunk record is malformed; it "
+                                  "cannot be used: restore or write it again")
+    sizes, sums = {}, {}
+    for key, rec in recorded.items():
+        if type(rec) is int:  # (a bool is not a size)
+            sizes[key] = rec
+        elif (isinstance(rec, list) and len(rec) == 2 and type(rec[0]) is int
+              and (rec[1] is None or (type(rec[1]) is int and 0 <= rec[1] < 2**32))):
+            sizes[key] = rec[0]
+            if rec[1] is not None:
+                sums[key] = rec[1]
+        else:
+            raise StoreIntegrityError(
+                f"{path} is damaged: the record of chunk {key} is malformed ({rec!r}); it "
+                "cannot be used: restore or write it again")
+    return sizes, sums
+
+
+def recorded_checksums(group: zarr.Group, prefix: str = "") -> dict[str, int]:
+    """Chunk key -> the CRC32C the commit recorded for it, for the chunks under ``prefix``
+    (``"X/"``): what a reader compares each chunk's stored checksum with."""
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    if recorded is None:
+        return {}
+    _, sums = _chunk_records(recorded, "the store")
+    return {k: c for k, c in sums.items() if k.startswith(prefix)}
+
+
+def misplaced_chunk(label: str, key: str, found: int, recorded: dict[str, int]) -> str:
+    """The message for chunk ``key`` whose file holds checksum ``found``, not the one the
+    commit recorded for that position (``recorded``: key -> CRC32C)."""
+    owners = [k for k, c in recorded.items() if c == found and k != key]
+    what = (f"holds the data written as chunk{'s' * (len(owners) > 1)} {', '.join(owners[:3])}"
+            if owners else f"holds data written at no position of it (checksum {found:08x}, "
+            f"{recorded[key]:08x} was written)")
+    return (f"{label}: chunk {key} {what} (chunk files swapped, copied over or altered "
+            "after the write); it cannot be used: restore or write the store again")
+
+
+def verify_chunk_checksums(group: zarr.Group, path, storage_options: dict | None = None
+                           ) -> None:
+    """Check that every recorded chunk file holds the checksum recorded for its position: one
+    4-byte read per chunk, for stores read whole at once (models); dataset reads do this per
+    chunk on the worker that reads it."""
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    if recorded is None:
+        return
+    path = resolve_path(path)
+    sizes, sums = _chunk_records(recorded, path)
+    found = _trailing_checksums(_local(path), storage_options, {k: sizes[k] for k in sums})
+    for key, crc in sums.items():
+        if key not in found:
+            raise StoreIntegrityError(f"{path}: chunk {key} is too short to hold its checksum; "
+                                      "it cannot be used: restore or write the store again")
+        if found[key] != crc:
+            raise StoreIntegrityError(misplaced_chunk(path, key, found[key], sums))
+
+
 def verify_store(group: zarr.Group, path: str, storage_options: dict | None = None) -> None:
     """Check that every chunk file the commit recorded is present with its recorded size."""
     recorded = group.attrs.get(_config.MANIFEST_ATTR)
@@ -346,9 +449,14 @@ def verify_store(group: zarr.Group, path: str, storage_options: dict | None = No
                       f"{group.attrs.get('daskauc_format')}); its chunks cannot be verified: "
                       "write it again with this version", stacklevel=3)
         return
+    sizes, _ = _chunk_records(recorded, path)
+    if any(type(r) is int for r in recorded.values()):  # the size-only form
+        warnings.warn(f"{path} was written by a daskauc that recorded chunk sizes only: chunk "
+                      "files swapped with others of the same size cannot be detected in it; "
+                      "write it again with this version", stacklevel=3)
     present = _list_chunks(path, storage_options)
     bad = []
-    for key, size in recorded.items():
+    for key, size in sizes.items():
         if key not in present:
             bad.append(f"chunk {key} is missing")
         elif present[key] != size:
@@ -401,16 +509,25 @@ def _compatible(kind: str) -> tuple[str, ...]:
 class CheckedZarrArray:
     """A Zarr array as dask reads it, refusing absent chunks on the reading worker: Zarr
     returns the fill value for a chunk file that is not there (deleted after the store was
-    opened, or a store the worker cannot see at all), which would train on zeros."""
+    opened, or a store the worker cannot see at all), which would train on zeros.
 
-    def __init__(self, array: zarr.Array, label: str):
+    ``checksums`` (chunk key -> CRC32C, from :func:`recorded_checksums`) are what the commit
+    recorded for each chunk position: a chunk whose file holds another checksum (files
+    swapped or copied over, each still passing its own CRC32C) is refused too. They travel
+    with the array to the workers (4 bytes and a key per chunk)."""
+
+    def __init__(self, array: zarr.Array, label: str, checksums: dict[str, int] | None = None):
         from .rawchunks import RawChunks
 
         self.array, self.label = array, label
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
-        self.raw = RawChunks.of(array)  # plain-bytes chunks on a local disk: read directly
+        self.checksums = dict(checksums or {})
+        # plain-bytes chunks on a local disk: read directly
+        self.raw = RawChunks.of(array, self.checksums)
 
     def __getitem__(self, selection):
+        from zarr.abc.store import SuffixByteRequest
+        from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
         rows = selection[0].indices(self.shape[0])
@@ -425,8 +542,19 @@ class CheckedZarrArray:
             ranges.append(range(start // chunk, max(start // chunk, -(-stop // chunk))))
         for coords in itertools.product(*ranges):
             key = f"{base}/{self.array.metadata.encode_chunk_key(coords)}"
-            if not sync(store.exists(key)):
+            if key not in self.checksums:
+                if not sync(store.exists(key)):
+                    raise StoreIntegrityError(self._missing(key))
+                continue
+            # the stored checksum, 4 bytes (a read as cheap as the existence check it
+            # replaces); Zarr then checks the chunk's bytes against it
+            tail = sync(store.get(key, default_buffer_prototype(), SuffixByteRequest(4)))
+            if tail is None:
                 raise StoreIntegrityError(self._missing(key))
+            found = int.from_bytes(tail.to_bytes(), "little")
+            if found != self.checksums[key]:
+                raise StoreIntegrityError(misplaced_chunk(self.label, key, found,
+                                                          self.checksums))
         try:
             return self.array[selection]
         except ValueError as exc:  # the crc32c codec: "Stored and computed checksum ..."
@@ -437,10 +565,13 @@ class CheckedZarrArray:
                 f"its checksum (altered on disk): {exc}") from exc
 
     def _fault(self, kind: str, i: int, key: str, detail: str) -> StoreIntegrityError:
-        """The error for chunk ``i`` the raw reader found missing, of the wrong size or
-        altered."""
+        """The error for chunk ``i`` the raw reader found missing, of the wrong size, altered
+        or ``"moved"`` (``detail``: the checksum it holds, in hex)."""
         if kind == "missing":
             return StoreIntegrityError(self._missing(key))
+        if kind == "moved":
+            return StoreIntegrityError(misplaced_chunk(self.label, key, int(detail, 16),
+                                                       self.checksums))
         cr = self.array.chunks[0]
         if kind == "checksum":
             return StoreIntegrityError(
@@ -485,14 +616,17 @@ def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
     path = resolve_path(path)
     zX, zy = group["X"], group["y"]
     name = f"daskauc-zarr-{os.path.basename(path)}"
-    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]), f"{name}-X")
-    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"{name}-y")
+    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]), f"{name}-X",
+                      recorded_checksums(group, "X/"))
+    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"{name}-y",
+                      recorded_checksums(group, "y/"))
     return Dataset(X=X, y=y, attrs=dict(group.attrs), path=path)
 
 
-def _checked_dask(array: zarr.Array, label: str, chunks, name: str) -> da.Array:
+def _checked_dask(array: zarr.Array, label: str, chunks, name: str,
+                  checksums: dict[str, int]) -> da.Array:
     import numpy as np
 
-    return da.from_array(CheckedZarrArray(array, label), chunks=chunks, lock=False,
+    return da.from_array(CheckedZarrArray(array, label, checksums), chunks=chunks, lock=False,
                          asarray=False, fancy=False, name=f"{name}-{uuid.uuid4().hex[:6]}",
                          meta=np.empty((0,) * array.ndim, dtype=array.dtype))
