@@ -222,6 +222,37 @@ def test_a_store_with_size_only_chunk_records_opens_with_a_warning(store):
         open_dataset(path)
 
 
+def test_a_symlink_in_a_model_store_is_refused(tmp_path):
+    """A chunk file replaced by a link to a file outside the store, the record edited to
+    match it: load_model read that file into coef_. No link is accepted inside a store."""
+    X, y = _data()
+    path, other = tmp_path / "m.zarr", tmp_path / "other.zarr"
+    save_model(LSAUC().fit(X, y), path)
+    save_model(LSAUC().fit(X, -y), other)
+    outside = tmp_path / "outside.bin"
+    os.rename(other / "coef_" / "c" / "0", outside)
+    os.remove(path / "coef_" / "c" / "0")
+    os.symlink(outside, path / "coef_" / "c" / "0")
+    data = outside.read_bytes()
+    _edit_attrs(path, lambda a: a["daskauc_chunks"].update(
+        {"coef_/c/0": [len(data), int.from_bytes(data[-4:], "little")]}))
+    with pytest.raises(StoreIntegrityError, match=r"coef_/c/0 is a symbolic link .*outside"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("link", ["X/c/1/0", "y", "zarr.json"])
+def test_a_symlink_in_a_dataset_store_is_refused(store, tmp_path, link):
+    import shutil
+
+    path, _, _ = store
+    inside, outside = os.path.join(path, link), tmp_path / "outside"
+    (shutil.copytree if os.path.isdir(inside) else shutil.copy)(inside, outside)
+    (shutil.rmtree if os.path.isdir(inside) else os.remove)(inside)
+    os.symlink(outside, inside)
+    with pytest.raises(StoreIntegrityError, match=rf"{path}: {link} is a symbolic link"):
+        open_dataset(path)
+
+
 def test_a_missing_model_chunk_is_an_error_not_auc_one_half(store, tmp_path, capsys):
     path, X, y = store
     model = tmp_path / "m.zarr"

@@ -298,7 +298,11 @@ _METADATA_FILES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zme
 
 
 def _list_chunks(root: str, storage_options: dict | None) -> dict[str, int]:
-    """Every chunk file under a store (relative key -> size in bytes), metadata excluded."""
+    """Every chunk file under a store (relative key -> size in bytes), metadata excluded.
+
+    A symbolic link anywhere inside a local store (file or directory; the store's own path
+    may be one) is a :class:`StoreIntegrityError`: daskauc never writes one, and one would
+    make a read (of a model's ``coef_``, say) come from a file outside the store."""
     out = {}
     if _is_url(root):
         import fsspec
@@ -309,12 +313,22 @@ def _list_chunks(root: str, storage_options: dict | None) -> dict[str, int]:
             if info.get("type") != "directory" and p.rsplit("/", 1)[-1] not in _METADATA_FILES:
                 out[p[len(base):] if p.startswith(base) else p] = int(info["size"])
         return out
-    for dirpath, _, files in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        for f in files:
-            if f not in _METADATA_FILES:
-                key = f if rel == "." else f"{rel}/{f}".replace(os.sep, "/")
-                out[key] = os.path.getsize(os.path.join(dirpath, f))
+    todo = [("", _local(root))]
+    while todo:  # scandir: the link test costs no system call, the size one lstat per file
+        rel, where = todo.pop()
+        with os.scandir(where) as entries:
+            for entry in entries:
+                key = f"{rel}{entry.name}"
+                if entry.is_symlink():
+                    raise StoreIntegrityError(
+                        f"{root}: {key} is a symbolic link (to {os.readlink(entry.path)}); a "
+                        "daskauc store holds no links, which could make a read come from "
+                        "outside the store: replace it with what it points to, or write the "
+                        "store again")
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((f"{key}/", entry.path))
+                elif entry.name not in _METADATA_FILES:
+                    out[key] = entry.stat(follow_symlinks=False).st_size
     return out
 
 
@@ -442,8 +456,10 @@ def verify_chunk_checksums(group: zarr.Group, path, storage_options: dict | None
 
 
 def verify_store(group: zarr.Group, path: str, storage_options: dict | None = None) -> None:
-    """Check that every chunk file the commit recorded is present with its recorded size."""
+    """Check that every chunk file the commit recorded is present with its recorded size, and
+    that the store holds no symbolic link."""
     recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    present = _list_chunks(path, storage_options)  # refuses symbolic links, record or not
     if recorded is None:
         warnings.warn(f"{path} was written by a daskauc without chunk records (store format "
                       f"{group.attrs.get('daskauc_format')}); its chunks cannot be verified: "
@@ -454,7 +470,6 @@ def verify_store(group: zarr.Group, path: str, storage_options: dict | None = No
         warnings.warn(f"{path} was written by a daskauc that recorded chunk sizes only: chunk "
                       "files swapped with others of the same size cannot be detected in it; "
                       "write it again with this version", stacklevel=3)
-    present = _list_chunks(path, storage_options)
     bad = []
     for key, size in sizes.items():
         if key not in present:
