@@ -478,6 +478,96 @@ def test_a_tampered_model_is_a_clear_error(model_path, edit, message, capsys):
     assert err.startswith("daskauc evaluate: error:") and "Traceback" not in err
 
 
+def _peak_bytes(fn):
+    """Peak bytes traced (numpy's buffers included) while ``fn()`` runs."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("dtype", ["U100000000", "<U100000000", "S100000000", "V100000000",
+                                   "(100000000,)f8", "complex128", "f16", "M8[ns]",
+                                   [["a", "f8"]], 5])
+def test_a_declared_dtype_cannot_make_load_model_allocate(model_path, dtype):
+    """The reported case: a 931-byte edit (``"dtype": "U100000000"``) made load_model allocate
+    ~800 MB. Only the dtypes the writer produces are read, strings sized by their content."""
+    _edit_attrs(model_path, lambda a: a["fitted"].update(
+        x_={"__ndarray__": ["a", "b"], "dtype": dtype}))
+
+    def load():
+        with pytest.raises(ModelFileError, match=r"x_: an array of dtype .* daskauc does not"):
+            load_model(model_path)
+
+    assert _peak_bytes(load) < 50 * 2**20
+
+
+@pytest.mark.parametrize("part, edit, message", [
+    ("coef_", lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[100_000_000]),
+     r"array 'coef_' declares shape \(5,\) in chunks of \(100000000,\)"),
+    ("", lambda d: d["attributes"]["fitted"].update(
+        x_={"__ndarray__": [[1], [2, 3]], "dtype": "int64"}), "x_: .*not an array of int64"),
+    ("", lambda d: d["attributes"]["fitted"].update(
+        x_={"__ndarray__": [10**30], "dtype": "int64"}), "x_: .*not an array of int64"),
+    ("", lambda d: d["attributes"]["fitted"].update(x_=[[[[1]]] * 3] * 3),
+     None),  # plain nested JSON is fine
+], ids=["chunk-shape", "ragged", "overflow", "nested-json"])
+def test_declared_layouts_that_the_writer_never_writes_are_refused(model_path, part, edit,
+                                                                   message):
+    meta = model_path / part / "zarr.json"
+    doc = json.loads(meta.read_text())
+    edit(doc)
+    meta.write_text(json.dumps(doc))
+    if message is None:
+        assert load_model(model_path).x_ == [[[[1]]] * 3] * 3
+        return
+    with pytest.raises(ModelFileError, match=message):
+        load_model(model_path)
+
+
+@pytest.mark.parametrize("shape", [[-1, -5], [5.0], ["5"], 5, [2**40, 0]])
+def test_a_tampered_solver_state_shape_is_a_model_file_error(tmp_path, shape):
+    from daskauc import PairwiseHingeSGD
+
+    X, y = _data()
+    path = tmp_path / "m.zarr"
+    save_model(PairwiseHingeSGD(n_epochs=1).fit(X, y), path)
+
+    def edit(attrs):
+        def walk(node):
+            if isinstance(node, dict):
+                if "__array__" in node and node["shape"] == [5]:
+                    node["shape"] = shape
+                    return True
+                return any(walk(v) for v in node.values())
+            return isinstance(node, list) and any(walk(v) for v in node)
+        assert walk(attrs["tree"])
+
+    _edit_attrs(path, edit, "solver_state")
+    with pytest.raises(ModelFileError, match="solver-state array .* shape"):
+        load_model(path)
+
+
+def test_strings_and_names_round_trip_sized_by_their_content(tmp_path):
+    import pandas as pd
+
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=[f"feature {i}" for i in range(X.shape[1])])
+    model = LSAUC().fit(frame, y)
+    model.labels_ = np.array(["neg", "positive"], dtype="U20")  # saved as wide as "positive"
+    save_model(model, tmp_path / "m.zarr")
+    back = load_model(tmp_path / "m.zarr")
+    assert back.feature_names_in_.dtype == object
+    np.testing.assert_array_equal(back.feature_names_in_, model.feature_names_in_)
+    assert back.labels_.dtype == np.dtype("<U8")
+    np.testing.assert_array_equal(back.labels_, model.labels_)
+
+
 # ----------------------------------------------------------------------- small input errors
 
 
