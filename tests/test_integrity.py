@@ -392,6 +392,42 @@ def test_a_replace_killed_between_its_renames_is_undone(store, tmp_path):
     assert not aside.exists()
 
 
+def _write_small_store(target, overwrite=False):
+    with writing_store(target, kind="dataset", overwrite=overwrite) as g:
+        create_array(g, "X", shape=(4, 2), chunks=(4, 2), dtype=np.float32)[...] = 1.0
+
+
+def test_overwriting_a_regular_file_leaves_nothing_behind(tmp_path):
+    """The replaced file went to a hidden ``.old`` that rmtree could not remove (silently),
+    and a later open restored it over the path."""
+    target = tmp_path / "out.zarr"
+    target.write_text("a file, not a store")
+    _write_small_store(target, overwrite=True)
+    assert open_store(target)["X"][0, 0] == 1.0
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_only_a_complete_store_is_ever_restored(tmp_path):
+    import shutil
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = tmp_path / "out.zarr"
+    aside = f".out.zarr.partial-{socket.gethostname()}-{dead.pid}-%s.old"
+    (tmp_path / (aside % "0badf00d")).write_text("a file the old commit left aside")
+    with pytest.raises(FileNotFoundError, match="no store at"):
+        open_store(target)
+    assert not target.exists()
+    _write_small_store(tmp_path / "elsewhere.zarr")  # an incomplete store is not restored
+    shutil.copytree(tmp_path / "elsewhere.zarr", tmp_path / (aside % "0badd1r0"))
+    _edit_attrs(tmp_path / (aside % "0badd1r0"), lambda a: a.pop("daskauc_complete"))
+    with pytest.raises(FileNotFoundError, match="no store at"):
+        open_store(target)
+    _write_small_store(target)  # the next write removes what the dead writer left
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
 def test_cli_checks_outputs_before_any_work(tmp_path, capsys):
     X, y = _data()
     path = dataset_store(tmp_path / "ds.zarr", X, y, rows=60)

@@ -190,18 +190,42 @@ def remove_stale(prefix: str) -> list[str]:
     those of live processes, or of other hosts, are left alone); return the paths."""
     removed = _left_by_dead_writers(prefix)
     for path in removed:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path)
     return removed
+
+
+def _remove(path: str) -> None:
+    """Remove a directory tree, a file or a link, as far as possible (errors ignored)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def _is_complete_store(path: str) -> bool:
+    """A directory (not a link) whose group metadata says a daskauc commit completed it."""
+    import json
+
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    try:
+        with open(os.path.join(path, "zarr.json"), "rb") as f:
+            attrs = json.load(f).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(attrs, dict) and attrs.get(_config.COMPLETE_ATTR) is True
 
 
 def restore_interrupted(final: str) -> bool:
     """Undo a replace (``overwrite=True``) killed between its two renames: the previous store
-    sits at ``<partial>.old`` and nothing at ``final``. Move it back (it was complete) and
-    return True; a checkpoint is then never lost by a kill during its own save."""
-    if _is_url(final) or os.path.exists(final):
+    sits at ``<partial>.old`` and nothing at ``final``. Move it back and return True; a
+    checkpoint is then never lost by a kill during its own save. Only a complete daskauc
+    store is moved back: what an overwrite replaced may have been a file, or anything."""
+    if _is_url(final) or os.path.lexists(final):
         return False
     for path in _left_by_dead_writers(_partial_prefix(final)):
-        if path.endswith(".old"):
+        if path.endswith(".old") and _is_complete_store(path):
             os.rename(path, final)
             warnings.warn(f"{final}: restored the previous store, whose replacement was "
                           "interrupted", stacklevel=3)
@@ -280,7 +304,7 @@ def _commit(target, attrs_from, *results):
                 "replaced; pass overwrite=True (--overwrite) to replace it") from exc
         return final
     old = None
-    if os.path.exists(final):
+    if os.path.lexists(final):
         old = f"{tmp}.old"
         os.replace(final, old)
     try:
@@ -290,7 +314,11 @@ def _commit(target, attrs_from, *results):
             os.replace(old, final)
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        # first out of restore_interrupted's sight (only ``.old`` is restored: a tree half
+        # removed must never come back), then removed, file or tree; if that fails, the
+        # next write here removes the ``.del`` (its name is this process')
+        os.replace(old, f"{tmp}.del")
+        _remove(f"{tmp}.del")
     return final
 
 
