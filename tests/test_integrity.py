@@ -318,6 +318,44 @@ def test_fsspec_memory_urls_work_end_to_end():
     fs.rm("/daskauc-test", recursive=True)
 
 
+def _key_names(arr):
+    return {k[0] for k in dask.core.flatten(arr.__dask_keys__())}
+
+
+@pytest.mark.timeout(240)  # the regression hung the client for ever: it must fail instead
+def test_a_store_path_that_is_not_utf8_computes_on_threads_and_on_a_cluster(tmp_path):
+    """Task keys are msgpack'ed: a key holding the path's lone surrogate killed every worker
+    (UnicodeEncodeError) and the client waited for ever."""
+    from distributed import Client, LocalCluster
+
+    X, y = _data()
+    path = dataset_store(tmp_path / os.fsdecode(b"lat\xe9n1.zarr"), X, y, rows=60)
+    ds = open_dataset(path)
+    for name in (*_key_names(ds.X), *_key_names(ds.y)):
+        name.encode("utf-8")  # no user text in a key
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        got = [f.result(timeout=60) for f in client.compute([ds.X.sum(axis=0), ds.y])]
+    np.testing.assert_allclose(got[0], X.sum(axis=0), rtol=1e-5)
+    np.testing.assert_array_equal(got[1], y)
+
+
+def test_task_keys_are_tokens_of_the_store_not_of_its_name(tmp_path):
+    X, y = _data()
+    path = dataset_store(tmp_path / "ds.zarr", X, y, rows=60)
+    first, again = open_dataset(path), open_dataset(path)
+    assert first.X.name.startswith("daskauc-zarr-X-") and first.y.name.startswith("daskauc-zarr-y-")
+    assert "ds.zarr" not in first.X.name
+    assert (first.X.name, first.y.name) == (again.X.name, again.y.name)  # same store, same keys
+    with writing_store(path, kind="dataset", overwrite=True) as g:  # the same data, rewritten
+        create_array(g, "X", shape=X.shape, chunks=(60, X.shape[1]), dtype=X.dtype)[...] = X
+        create_array(g, "y", shape=y.shape, chunks=(60,), dtype=np.int8)[...] = y
+    rewritten = open_dataset(path)
+    assert rewritten.X.name != first.X.name and rewritten.y.name != first.y.name
+    np.testing.assert_array_equal(rewritten.X.compute(scheduler="threads"), X)
+
+
 # ----------------------------------------------------------------- writers and leftovers
 
 

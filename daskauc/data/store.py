@@ -20,7 +20,8 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
   and holds the checksum recorded for its position (:func:`open_dataset`), so chunk files
   swapped or copied over each other are an error too, not rows that no longer line up;
 * every user path is resolved once (:func:`resolve_path`) to an absolute path or a URL
-  before it enters a graph, so workers started in another directory read the same store;
+  before it enters a graph, so workers started in another directory read the same store; it
+  never enters a task key (:func:`open_dataset` names its arrays after a token of the store);
 * a writer names its hidden directory after its host and process id; the next writer of the
   same target removes those left by processes that are gone (a crash or ``kill -9``).
 """
@@ -658,12 +659,26 @@ def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
         raise ValueError(f"{path} has no X and y arrays; is it a daskauc dataset store?")
     path = resolve_path(path)
     zX, zy = group["X"], group["y"]
-    name = f"daskauc-zarr-{os.path.basename(path)}"
-    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]), f"{name}-X",
-                      recorded_checksums(group, "X/"))
-    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"{name}-y",
+    token = _store_token(group, path)
+    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]),
+                      f"daskauc-zarr-X-{token}", recorded_checksums(group, "X/"))
+    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"daskauc-zarr-y-{token}",
                       recorded_checksums(group, "y/"))
     return Dataset(X=X, y=y, attrs=dict(group.attrs), path=path)
+
+
+def _store_token(group: zarr.Group, path: str) -> str:
+    """What a read of the store depends on, as a token for its task keys: the resolved path,
+    the writer's token and the commit's chunk record. The same unchanged store gives the same
+    keys (opened twice, in two processes), a rewritten one new keys; and no user text enters
+    a key (keys are msgpack'ed: a path that is not UTF-8 killed every worker and the client
+    waited for ever). The record goes in as its JSON text: a fifth of the time of tokenizing
+    the dict (2 against 9 ms for 2,000 chunks)."""
+    import json
+
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    return tokenize(path, group.attrs.get("daskauc_writer"),
+                    json.dumps(recorded, sort_keys=True))
 
 
 def _checked_dask(array: zarr.Array, label: str, chunks, name: str,
@@ -671,5 +686,5 @@ def _checked_dask(array: zarr.Array, label: str, chunks, name: str,
     import numpy as np
 
     return da.from_array(CheckedZarrArray(array, label, checksums), chunks=chunks, lock=False,
-                         asarray=False, fancy=False, name=f"{name}-{uuid.uuid4().hex[:6]}",
+                         asarray=False, fancy=False, name=name,
                          meta=np.empty((0,) * array.ndim, dtype=array.dtype))
