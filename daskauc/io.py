@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from .data.store import create_array, open_store, writing_store
+from .data.store import create_array, open_store, verify_chunk_checksums, writing_store
 
 
 def _registry() -> dict[str, type]:
@@ -40,7 +40,9 @@ def _jsonable(value: Any):
     if isinstance(value, np.bool_):
         return bool(value)
     if isinstance(value, np.ndarray):
-        return {"__ndarray__": value.tolist(), "dtype": str(value.dtype)}
+        data = value.tolist()  # strings: the width of the longest, as the reader checks
+        dtype = np.asarray(data, dtype=np.str_).dtype if value.dtype.kind == "U" else value.dtype
+        return {"__ndarray__": data, "dtype": str(dtype)}
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -50,14 +52,44 @@ def _jsonable(value: Any):
     raise TypeError(f"cannot save a value of type {type(value).__name__} as JSON")
 
 
-def _unjson(value):
+#: itemsizes of the numeric dtypes :func:`_jsonable` writes (numpy's own scalar types)
+_JSON_ITEMSIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
+
+
+def _unjson(value, at: str):
     if isinstance(value, dict):
         if "__ndarray__" in value:
-            return np.asarray(value["__ndarray__"], dtype=value["dtype"])
-        return {k: _unjson(v) for k, v in value.items()}
+            return _array_from_json(value, at)
+        return {k: _unjson(v, at) for k, v in value.items()}
     if isinstance(value, list):
-        return [_unjson(v) for v in value]
+        return [_unjson(v, at) for v in value]
     return value
+
+
+def _array_from_json(value: dict, at: str) -> np.ndarray:
+    """An array :func:`_jsonable` wrote, of a dtype it writes (numeric of a normal itemsize,
+    strings as wide as the longest, objects), built with memory in proportion to the file's
+    content: a declared itemsize is never allocated (``"U100000000"`` for two one-letter
+    strings was 800 MB); strings are sized by their content, and a declared width beyond
+    it is refused."""
+    name = value.get("dtype")
+    try:
+        dtype = np.dtype(name) if isinstance(name, str) else None
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or not (dtype.kind in "OU" or dtype.itemsize
+                             in _JSON_ITEMSIZES.get(dtype.kind, ())):
+        raise ModelFileError(f"{at}: an array of dtype {name!r}, which daskauc does not write")
+    try:
+        out = np.asarray(value["__ndarray__"], dtype=np.str_ if dtype.kind == "U" else dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ModelFileError(f"{at}: {str(value['__ndarray__'])[:60]} is not an array of "
+                             f"{name} ({exc})") from None
+    if dtype.kind == "U" and dtype.itemsize > max(out.dtype.itemsize, 4):
+        raise ModelFileError(f"{at}: an array of dtype {name!r} for strings of at most "
+                             f"{out.dtype.itemsize // 4} characters, which daskauc does not "
+                             "write")
+    return out
 
 
 def _write_estimator(group: zarr.Group, est) -> None:
@@ -136,13 +168,7 @@ def _read_estimator(group: zarr.Group, path: str, where: str = ""):
     for name, arr in arrays.items():
         if arr.dtype.kind not in "fiub":
             raise ModelFileError(f"{at}: array {name!r} has dtype {arr.dtype}, not numeric")
-        n_chunks = math.prod(math.ceil(s / c) if c else 0
-                             for s, c in zip(arr.shape, arr.chunks, strict=True))
-        expected = arr.nbytes + _crc_bytes(arr) * n_chunks
-        if stored.get(name, 0) != expected:
-            raise ModelFileError(
-                f"{at}: array {name!r} declares shape {arr.shape} {arr.dtype} "
-                f"({expected} bytes with checksums) but {stored.get(name, 0)} bytes are stored")
+        _check_stored(arr, stored.get(name, 0), f"{at}: array {name!r}")
     subgroups = dict(group.groups())
     for name in attrs["children"]:
         if name not in subgroups:
@@ -154,9 +180,11 @@ def _read_estimator(group: zarr.Group, path: str, where: str = ""):
     if _STATE_GROUP in subgroups:
         sg = subgroups[_STATE_GROUP]
         state = _decode_state(sg.attrs.get("tree"), sg, f"{at}/{_STATE_GROUP}")
-    est = cls(**_unjson(attrs["params"]))
-    for name, value in attrs["fitted"].items():
-        setattr(est, name, _unjson(value))
+    params = _unjson(attrs["params"], f"{at} params")
+    fitted = {name: _unjson(value, f"{at} {name}") for name, value in attrs["fitted"].items()}
+    est = cls(**params)
+    for name, value in fitted.items():
+        setattr(est, name, value)
     for name in attrs["children"]:
         setattr(est, name, _read_estimator(subgroups[name], path, f"{where}/{name}".lstrip("/")))
     for name, arr in arrays.items():
@@ -164,6 +192,19 @@ def _read_estimator(group: zarr.Group, path: str, where: str = ""):
     if state is not None:
         est._solver_state = state
     return est
+
+
+def _check_stored(arr: zarr.Array, stored: int, what: str) -> None:
+    """The declared layout (shape, chunks, dtype) must be exactly the bytes stored for the
+    array, so that reading it allocates no more than the store holds: Zarr stores every
+    chunk whole (the last one padded) and decodes a chunk at its declared shape."""
+    n_chunks = math.prod(math.ceil(s / c) if c else 0
+                         for s, c in zip(arr.shape, arr.chunks, strict=True))
+    expected = n_chunks * (math.prod(arr.chunks) * arr.dtype.itemsize + _crc_bytes(arr))
+    if stored != expected:
+        raise ModelFileError(
+            f"{what} declares shape {arr.shape} in chunks of {arr.chunks}, {arr.dtype} "
+            f"({expected} bytes with checksums) but {stored} bytes are stored")
 
 
 def _crc_bytes(arr: zarr.Array) -> int:
@@ -261,15 +302,18 @@ def _decode_state(tree, group: zarr.Group, at: str):
                                  f"{sorted(names)}")
         return cls(**{k: _decode_state(v, group, at) for k, v in fields.items()})
     if "__array__" in tree:
-        key, shape = tree["__array__"], tuple(tree.get("shape", ()))
+        key, shape = tree["__array__"], tree.get("shape")
         arrays = dict(group.arrays())
-        if key not in arrays:
+        if not isinstance(key, str) or key not in arrays:
             raise ModelFileError(f"{at}: solver-state array {key!r} is missing")
+        if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
+            raise ModelFileError(f"{at}: solver-state array {key!r} has a malformed shape "
+                                 f"{shape!r}")
         arr, size = arrays[key], math.prod(shape)
         if arr.ndim != 1 or arr.shape[0] != size or arr.dtype.kind not in "fiub":
-            raise ModelFileError(f"{at}: solver-state array {key!r} does not hold shape {shape}")
-        if _stored_bytes(group).get(key, 0) != arr.nbytes + _crc_bytes(arr) * (size > 0):
-            raise ModelFileError(f"{at}: solver-state array {key!r} is not fully stored")
+            raise ModelFileError(f"{at}: solver-state array {key!r} does not hold shape "
+                                 f"{tuple(shape)}")
+        _check_stored(arr, _stored_bytes(group).get(key, 0), f"{at}: solver-state array {key!r}")
         return arr[...].reshape(shape)
     if "__tuple__" in tree:
         return tuple(_decode_state(v, group, at) for v in tree["__tuple__"])
@@ -294,10 +338,14 @@ def load_model(path):
     """Load an estimator saved by :func:`save_model` (its schema validated first; a damaged
     or foreign store raises :class:`ModelFileError`)."""
     group = open_store(path, kind="model")
+    verify_chunk_checksums(group, path)  # each chunk file at its own position (a few reads)
     try:
         return _read_estimator(group, os.fspath(path))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ModelFileError(f"{os.fspath(path)}: not a valid daskauc model ({exc!r})") from exc
+    except RecursionError:
+        raise ModelFileError(f"{os.fspath(path)}: not a valid daskauc model (its JSON is "
+                             "nested too deeply)") from None
 
 
 def describe_model(path) -> str:

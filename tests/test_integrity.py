@@ -3,6 +3,7 @@ tampered models and the small input errors. Each test reproduces a case that gav
 wrong answer (or lost work) before the fix, with real Zarr stores and, where a cluster matters,
 real scheduler and worker processes."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -122,6 +123,136 @@ def test_a_store_without_chunk_records_warns(store):
         open_dataset(path)
 
 
+CHUNK_KEYS = [*(f"X/c/{i}/0" for i in range(4)), *(f"y/c/{i}" for i in range(4))]
+
+
+def _swap_equal_sized_chunks(get, put, keys):
+    """Exchange the bytes of the first two chunk files among ``keys`` that have the same size
+    and different contents: each still passes its own CRC32C, only its position is wrong."""
+    blobs = {k: get(k) for k in keys}
+    for a, b in itertools.combinations(keys, 2):
+        if len(blobs[a]) == len(blobs[b]) and blobs[a] != blobs[b]:
+            put(a, blobs[b])
+            put(b, blobs[a])
+            return a, b
+    raise AssertionError(f"no two chunks of equal size among {keys}")
+
+
+def _local_files(root):
+    def get(key):
+        with open(os.path.join(root, key), "rb") as f:
+            return f.read()
+
+    def put(key, data):
+        with open(os.path.join(root, key), "wb") as f:
+            f.write(data)
+
+    return get, put
+
+
+def _moved(a, b):
+    # (as chunks ..., when another chunk holds the same bytes)
+    return (rf"chunk ({a}|{b}) holds the data written as chunks? [^(]*({a}|{b}).* "
+            r"\(chunk files swapped")
+
+
+def test_the_commit_records_each_chunks_size_and_checksum(store):
+    path, _, _ = store
+    recorded = zarr.open_group(path).attrs["daskauc_chunks"]
+    assert set(recorded) == set(CHUNK_KEYS)
+    for key in CHUNK_KEYS:
+        data = _local_files(path)[0](key)
+        assert recorded[key] == [len(data), int.from_bytes(data[-4:], "little")]
+
+
+def test_swapped_chunks_are_an_error_naming_them(store):
+    """Two chunk files of equal size exchanged (X no longer lines up with y): each passes its
+    own checksum, and the store's sizes all match, so only the position binding sees it."""
+    path, X, y = store
+    before = open_dataset(path)
+    np.testing.assert_array_equal(before.X.compute(scheduler="threads"), X)  # checked, cached
+    np.testing.assert_array_equal(before.y.compute(scheduler="threads"), y)
+    a, b = _swap_equal_sized_chunks(*_local_files(path), CHUNK_KEYS)
+    for ds in (before, open_dataset(path)):  # opened before the swap, and after it
+        with pytest.raises(StoreIntegrityError, match=rf"{path} array [Xy]: {_moved(a, b)}"):
+            dask.compute(ds.X, ds.y, scheduler="threads")
+
+
+def test_swapped_chunks_on_object_storage_are_an_error():
+    import fsspec
+
+    X, y = _data()
+    url, base = "memory://daskauc-swap/ds.zarr", "/daskauc-swap/ds.zarr/"
+    fs = fsspec.filesystem("memory")
+    try:
+        with dask.config.set(scheduler="threads"):
+            ingest_array(X, y, url, overwrite=True, chunk_rows=60)
+        a, b = _swap_equal_sized_chunks(lambda k: fs.cat(base + k),
+                                        lambda k, v: fs.pipe(base + k, v), CHUNK_KEYS)
+        ds = open_dataset(url)
+        with pytest.raises(StoreIntegrityError, match=_moved(a, b)):
+            dask.compute(ds.X, ds.y, scheduler="threads")
+    finally:
+        fs.rm("/daskauc-swap", recursive=True)
+
+
+def test_swapped_model_chunks_are_an_error(tmp_path):
+    from daskauc import PairwiseHingeSGD
+
+    X, y = _data()
+    path = tmp_path / "m.zarr"
+    save_model(PairwiseHingeSGD(n_epochs=2).fit(X, y), path)  # coef_ and state vectors
+    keys = sorted(zarr.open_group(path).attrs["daskauc_chunks"])
+    a, b = _swap_equal_sized_chunks(*_local_files(path), keys)
+    with pytest.raises(StoreIntegrityError, match=_moved(a, b)):
+        load_model(path)
+
+
+def test_a_store_with_size_only_chunk_records_opens_with_a_warning(store):
+    """Stores committed before checksums were recorded: sizes are still checked; a swap
+    cannot be seen, which the warning says."""
+    path, X, _ = store
+    g = zarr.open_group(path, mode="r+")
+    g.attrs["daskauc_chunks"] = {k: v[0] for k, v in g.attrs["daskauc_chunks"].items()}
+    with pytest.warns(UserWarning, match="chunk sizes only.*swapped"):
+        ds = open_dataset(path)
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+    g.attrs["daskauc_chunks"] = {**g.attrs["daskauc_chunks"], "X/c/0/0": "a lot"}
+    with pytest.raises(StoreIntegrityError, match="record of chunk X/c/0/0 is malformed"):
+        open_dataset(path)
+
+
+def test_a_symlink_in_a_model_store_is_refused(tmp_path):
+    """A chunk file replaced by a link to a file outside the store, the record edited to
+    match it: load_model read that file into coef_. No link is accepted inside a store."""
+    X, y = _data()
+    path, other = tmp_path / "m.zarr", tmp_path / "other.zarr"
+    save_model(LSAUC().fit(X, y), path)
+    save_model(LSAUC().fit(X, -y), other)
+    outside = tmp_path / "outside.bin"
+    os.rename(other / "coef_" / "c" / "0", outside)
+    os.remove(path / "coef_" / "c" / "0")
+    os.symlink(outside, path / "coef_" / "c" / "0")
+    data = outside.read_bytes()
+    _edit_attrs(path, lambda a: a["daskauc_chunks"].update(
+        {"coef_/c/0": [len(data), int.from_bytes(data[-4:], "little")]}))
+    with pytest.raises(StoreIntegrityError, match=r"coef_/c/0 is a symbolic link .*outside"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("link", ["X/c/1/0", "y", "zarr.json"])
+def test_a_symlink_in_a_dataset_store_is_refused(store, tmp_path, link):
+    import shutil
+
+    path, _, _ = store
+    inside, outside = os.path.join(path, link), tmp_path / "outside"
+    (shutil.copytree if os.path.isdir(inside) else shutil.copy)(inside, outside)
+    (shutil.rmtree if os.path.isdir(inside) else os.remove)(inside)
+    os.symlink(outside, inside)
+    with pytest.raises(StoreIntegrityError, match=rf"{path}: {link} is a symbolic link"):
+        open_dataset(path)
+
+
 def test_a_missing_model_chunk_is_an_error_not_auc_one_half(store, tmp_path, capsys):
     path, X, y = store
     model = tmp_path / "m.zarr"
@@ -185,6 +316,44 @@ def test_fsspec_memory_urls_work_end_to_end():
     with pytest.raises(StoreIntegrityError, match="X/c/1/0 is missing"):
         open_dataset(url)
     fs.rm("/daskauc-test", recursive=True)
+
+
+def _key_names(arr):
+    return {k[0] for k in dask.core.flatten(arr.__dask_keys__())}
+
+
+@pytest.mark.timeout(240)  # the regression hung the client for ever: it must fail instead
+def test_a_store_path_that_is_not_utf8_computes_on_threads_and_on_a_cluster(tmp_path):
+    """Task keys are msgpack'ed: a key holding the path's lone surrogate killed every worker
+    (UnicodeEncodeError) and the client waited for ever."""
+    from distributed import Client, LocalCluster
+
+    X, y = _data()
+    path = dataset_store(tmp_path / os.fsdecode(b"lat\xe9n1.zarr"), X, y, rows=60)
+    ds = open_dataset(path)
+    for name in (*_key_names(ds.X), *_key_names(ds.y)):
+        name.encode("utf-8")  # no user text in a key
+    np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        got = [f.result(timeout=60) for f in client.compute([ds.X.sum(axis=0), ds.y])]
+    np.testing.assert_allclose(got[0], X.sum(axis=0), rtol=1e-5)
+    np.testing.assert_array_equal(got[1], y)
+
+
+def test_task_keys_are_tokens_of_the_store_not_of_its_name(tmp_path):
+    X, y = _data()
+    path = dataset_store(tmp_path / "ds.zarr", X, y, rows=60)
+    first, again = open_dataset(path), open_dataset(path)
+    assert first.X.name.startswith("daskauc-zarr-X-") and first.y.name.startswith("daskauc-zarr-y-")
+    assert "ds.zarr" not in first.X.name
+    assert (first.X.name, first.y.name) == (again.X.name, again.y.name)  # same store, same keys
+    with writing_store(path, kind="dataset", overwrite=True) as g:  # the same data, rewritten
+        create_array(g, "X", shape=X.shape, chunks=(60, X.shape[1]), dtype=X.dtype)[...] = X
+        create_array(g, "y", shape=y.shape, chunks=(60,), dtype=np.int8)[...] = y
+    rewritten = open_dataset(path)
+    assert rewritten.X.name != first.X.name and rewritten.y.name != first.y.name
+    np.testing.assert_array_equal(rewritten.X.compute(scheduler="threads"), X)
 
 
 # ----------------------------------------------------------------- writers and leftovers
@@ -259,6 +428,42 @@ def test_a_replace_killed_between_its_renames_is_undone(store, tmp_path):
         ds = open_dataset(path)
     np.testing.assert_array_equal(ds.X.compute(scheduler="threads"), X)
     assert not aside.exists()
+
+
+def _write_small_store(target, overwrite=False):
+    with writing_store(target, kind="dataset", overwrite=overwrite) as g:
+        create_array(g, "X", shape=(4, 2), chunks=(4, 2), dtype=np.float32)[...] = 1.0
+
+
+def test_overwriting_a_regular_file_leaves_nothing_behind(tmp_path):
+    """The replaced file went to a hidden ``.old`` that rmtree could not remove (silently),
+    and a later open restored it over the path."""
+    target = tmp_path / "out.zarr"
+    target.write_text("a file, not a store")
+    _write_small_store(target, overwrite=True)
+    assert open_store(target)["X"][0, 0] == 1.0
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_only_a_complete_store_is_ever_restored(tmp_path):
+    import shutil
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = tmp_path / "out.zarr"
+    aside = f".out.zarr.partial-{socket.gethostname()}-{dead.pid}-%s.old"
+    (tmp_path / (aside % "0badf00d")).write_text("a file the old commit left aside")
+    with pytest.raises(FileNotFoundError, match="no store at"):
+        open_store(target)
+    assert not target.exists()
+    _write_small_store(tmp_path / "elsewhere.zarr")  # an incomplete store is not restored
+    shutil.copytree(tmp_path / "elsewhere.zarr", tmp_path / (aside % "0badd1r0"))
+    _edit_attrs(tmp_path / (aside % "0badd1r0"), lambda a: a.pop("daskauc_complete"))
+    with pytest.raises(FileNotFoundError, match="no store at"):
+        open_store(target)
+    _write_small_store(target)  # the next write removes what the dead writer left
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 
 def test_cli_checks_outputs_before_any_work(tmp_path, capsys):
@@ -345,6 +550,96 @@ def test_a_tampered_model_is_a_clear_error(model_path, edit, message, capsys):
     assert main(["evaluate", str(model_path), str(model_path)]) == 1  # one line, no traceback
     err = capsys.readouterr().err
     assert err.startswith("daskauc evaluate: error:") and "Traceback" not in err
+
+
+def _peak_bytes(fn):
+    """Peak bytes traced (numpy's buffers included) while ``fn()`` runs."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("dtype", ["U100000000", "<U100000000", "S100000000", "V100000000",
+                                   "(100000000,)f8", "complex128", "f16", "M8[ns]",
+                                   [["a", "f8"]], 5])
+def test_a_declared_dtype_cannot_make_load_model_allocate(model_path, dtype):
+    """The reported case: a 931-byte edit (``"dtype": "U100000000"``) made load_model allocate
+    ~800 MB. Only the dtypes the writer produces are read, strings sized by their content."""
+    _edit_attrs(model_path, lambda a: a["fitted"].update(
+        x_={"__ndarray__": ["a", "b"], "dtype": dtype}))
+
+    def load():
+        with pytest.raises(ModelFileError, match=r"x_: an array of dtype .* daskauc does not"):
+            load_model(model_path)
+
+    assert _peak_bytes(load) < 50 * 2**20
+
+
+@pytest.mark.parametrize("part, edit, message", [
+    ("coef_", lambda d: d["chunk_grid"]["configuration"].update(chunk_shape=[100_000_000]),
+     r"array 'coef_' declares shape \(5,\) in chunks of \(100000000,\)"),
+    ("", lambda d: d["attributes"]["fitted"].update(
+        x_={"__ndarray__": [[1], [2, 3]], "dtype": "int64"}), "x_: .*not an array of int64"),
+    ("", lambda d: d["attributes"]["fitted"].update(
+        x_={"__ndarray__": [10**30], "dtype": "int64"}), "x_: .*not an array of int64"),
+    ("", lambda d: d["attributes"]["fitted"].update(x_=[[[[1]]] * 3] * 3),
+     None),  # plain nested JSON is fine
+], ids=["chunk-shape", "ragged", "overflow", "nested-json"])
+def test_declared_layouts_that_the_writer_never_writes_are_refused(model_path, part, edit,
+                                                                   message):
+    meta = model_path / part / "zarr.json"
+    doc = json.loads(meta.read_text())
+    edit(doc)
+    meta.write_text(json.dumps(doc))
+    if message is None:
+        assert load_model(model_path).x_ == [[[[1]]] * 3] * 3
+        return
+    with pytest.raises(ModelFileError, match=message):
+        load_model(model_path)
+
+
+@pytest.mark.parametrize("shape", [[-1, -5], [5.0], ["5"], 5, [2**40, 0]])
+def test_a_tampered_solver_state_shape_is_a_model_file_error(tmp_path, shape):
+    from daskauc import PairwiseHingeSGD
+
+    X, y = _data()
+    path = tmp_path / "m.zarr"
+    save_model(PairwiseHingeSGD(n_epochs=1).fit(X, y), path)
+
+    def edit(attrs):
+        def walk(node):
+            if isinstance(node, dict):
+                if "__array__" in node and node["shape"] == [5]:
+                    node["shape"] = shape
+                    return True
+                return any(walk(v) for v in node.values())
+            return isinstance(node, list) and any(walk(v) for v in node)
+        assert walk(attrs["tree"])
+
+    _edit_attrs(path, edit, "solver_state")
+    with pytest.raises(ModelFileError, match="solver-state array .* shape"):
+        load_model(path)
+
+
+def test_strings_and_names_round_trip_sized_by_their_content(tmp_path):
+    import pandas as pd
+
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=[f"feature {i}" for i in range(X.shape[1])])
+    model = LSAUC().fit(frame, y)
+    model.labels_ = np.array(["neg", "positive"], dtype="U20")  # saved as wide as "positive"
+    save_model(model, tmp_path / "m.zarr")
+    back = load_model(tmp_path / "m.zarr")
+    assert back.feature_names_in_.dtype == object
+    np.testing.assert_array_equal(back.feature_names_in_, model.feature_names_in_)
+    assert back.labels_.dtype == np.dtype("<U8")
+    np.testing.assert_array_equal(back.labels_, model.labels_)
 
 
 # ----------------------------------------------------------------------- small input errors

@@ -16,8 +16,10 @@ pads the last chunk to the full chunk shape with the fill value) followed by the
 little-endian CRC32C of those bytes; :meth:`RawChunks.write` writes the same bytes Zarr
 would (tested byte for byte).
 
-The checks are Zarr's and daskauc's: a chunk file that is absent, of any other size, or whose
-checksum differs is a :class:`~daskauc.data.store.StoreIntegrityError` naming it, never data.
+The checks are Zarr's and daskauc's: a chunk file that is absent, of any other size, whose
+checksum differs, or whose checksum is not the one the commit recorded for its position
+(chunk files swapped or copied over) is a :class:`~daskauc.data.store.StoreIntegrityError`
+naming it, never data.
 Anything else (compressed chunks, object storage, a selection that is not whole rows) goes
 through Zarr.
 """
@@ -84,8 +86,10 @@ class RawChunks:
     """The plain-bytes layout of a Zarr array, or None from :meth:`of` when it has another."""
 
     def __init__(self, root: str, array_path: str, shape: tuple, chunk_rows: int, dtype,
-                 checksum: bool, encode_key, fill_value=0):
+                 checksum: bool, encode_key, fill_value=0, recorded: dict | None = None):
         self.root, self.array_path, self.fill_value = root, array_path, fill_value
+        #: chunk key -> the CRC32C the commit recorded at that position (may be empty)
+        self.recorded = dict(recorded or {})
         self.shape, self.chunk_rows = tuple(shape), int(chunk_rows)
         self.dtype, self.checksum = np.dtype(dtype), bool(checksum)
         self.encode_key = encode_key
@@ -93,8 +97,9 @@ class RawChunks:
         self.chunk_bytes = self.chunk_rows * self.row_bytes
 
     @classmethod
-    def of(cls, array) -> RawChunks | None:
-        """The raw layout of a ``zarr.Array`` if its chunks can be read as plain files."""
+    def of(cls, array, recorded: dict | None = None) -> RawChunks | None:
+        """The raw layout of a ``zarr.Array`` if its chunks can be read as plain files;
+        ``recorded``: chunk key -> the CRC32C its file must hold (the commit's record)."""
         from zarr.codecs import BytesCodec, Crc32cCodec
         from zarr.core.chunk_grids import RegularChunkGrid
         from zarr.storage import LocalStore
@@ -119,7 +124,7 @@ class RawChunks:
         if dtype.hasobject or not dtype.isnative:
             return None
         return cls(os.fspath(store.root), array.store_path.path, array.shape, array.chunks[0],
-                   dtype, len(codecs) == 2, meta.encode_chunk_key, meta.fill_value)
+                   dtype, len(codecs) == 2, meta.encode_chunk_key, meta.fill_value, recorded)
 
     def key(self, i: int) -> str:
         coords = (i,) + (0,) * (len(self.shape) - 1)
@@ -129,7 +134,8 @@ class RawChunks:
         """Rows ``start:stop`` (whole chunks, except at the array's end) as a new array.
 
         ``fail(kind, i, key, detail)`` returns the exception to raise for chunk ``i`` if it is
-        ``"missing"``, of the wrong ``"size"`` or fails its ``"checksum"``.
+        ``"missing"``, of the wrong ``"size"``, fails its ``"checksum"`` or holds another
+        position's (``"moved"``, ``detail`` the checksum it holds in hex).
         """
         shape = (stop - start, *self.shape[1:])
         if getattr(_LOCAL, "reuse", False):
@@ -174,12 +180,17 @@ class RawChunks:
                 if check:
                     crc = _crc32c_extend(crc, buf[got : got + n])
                 got += n
-            stored = f.read(4) if check else b""
+            # read even when the data's check is cached: it binds the file to its position
+            stored = f.read(4) if self.checksum else b""
         if check:
             computed = np.uint32(crc).astype("<u4").tobytes()
             if computed != stored:
                 _VERIFIED.pop(path, None)
                 raise fail("checksum", i, key, f"stored {stored!r}, computed {computed!r}")
+        want = self.recorded.get(key)
+        if want is not None and int.from_bytes(stored, "little") != want:
+            raise fail("moved", i, key, f"{int.from_bytes(stored, 'little'):08x}")
+        if check:
             if len(_VERIFIED) >= VERIFIED_FILES:
                 _VERIFIED.clear()
             _VERIFIED[path] = signature

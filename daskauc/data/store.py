@@ -13,12 +13,15 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
   refuses;
 * every array is written with a CRC32C checksum in each chunk (Zarr's ``crc32c`` codec,
   verified on every read) and with every chunk present, even all-zero ones; the commit
-  records every chunk file and its size (``daskauc_chunks``), and :func:`open_store` checks
-  them before anything is read, so a missing or truncated chunk is an error that names it,
-  never the fill value Zarr would return for an absent chunk. Dataset reads also check
-  each chunk's presence on the worker that reads it (:func:`open_dataset`);
+  records every chunk file with its size and its checksum (``daskauc_chunks``), and
+  :func:`open_store` checks the files against it before anything is read, so a missing or
+  truncated chunk is an error that names it, never the fill value Zarr would return for an
+  absent chunk. Dataset reads also check, on the worker that reads a chunk, that it is there
+  and holds the checksum recorded for its position (:func:`open_dataset`), so chunk files
+  swapped or copied over each other are an error too, not rows that no longer line up;
 * every user path is resolved once (:func:`resolve_path`) to an absolute path or a URL
-  before it enters a graph, so workers started in another directory read the same store;
+  before it enters a graph, so workers started in another directory read the same store; it
+  never enters a task key (:func:`open_dataset` names its arrays after a token of the store);
 * a writer names its hidden directory after its host and process id; the next writer of the
   same target removes those left by processes that are gone (a crash or ``kill -9``).
 """
@@ -189,18 +192,42 @@ def remove_stale(prefix: str) -> list[str]:
     those of live processes, or of other hosts, are left alone); return the paths."""
     removed = _left_by_dead_writers(prefix)
     for path in removed:
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path)
     return removed
+
+
+def _remove(path: str) -> None:
+    """Remove a directory tree, a file or a link, as far as possible (errors ignored)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def _is_complete_store(path: str) -> bool:
+    """A directory (not a link) whose group metadata says a daskauc commit completed it."""
+    import json
+
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    try:
+        with open(os.path.join(path, "zarr.json"), "rb") as f:
+            attrs = json.load(f).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(attrs, dict) and attrs.get(_config.COMPLETE_ATTR) is True
 
 
 def restore_interrupted(final: str) -> bool:
     """Undo a replace (``overwrite=True``) killed between its two renames: the previous store
-    sits at ``<partial>.old`` and nothing at ``final``. Move it back (it was complete) and
-    return True; a checkpoint is then never lost by a kill during its own save."""
-    if _is_url(final) or os.path.exists(final):
+    sits at ``<partial>.old`` and nothing at ``final``. Move it back and return True; a
+    checkpoint is then never lost by a kill during its own save. Only a complete daskauc
+    store is moved back: what an overwrite replaced may have been a file, or anything."""
+    if _is_url(final) or os.path.lexists(final):
         return False
     for path in _left_by_dead_writers(_partial_prefix(final)):
-        if path.endswith(".old"):
+        if path.endswith(".old") and _is_complete_store(path):
             os.rename(path, final)
             warnings.warn(f"{final}: restored the previous store, whose replacement was "
                           "interrupted", stacklevel=3)
@@ -360,7 +387,10 @@ def _commit(target, attrs_from, *results):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         raise
-    group.attrs.update({**extra, _config.MANIFEST_ATTR: chunks, _config.COMPLETE_ATTR: True})
+    sums = _trailing_checksums(where, None if tmp else storage_options,
+                               {k: chunks[k] for k in _checksummed_keys(group)})
+    manifest = {k: [size, sums.get(k)] for k, size in chunks.items()}
+    group.attrs.update({**extra, _config.MANIFEST_ATTR: manifest, _config.COMPLETE_ATTR: True})
     if tmp is None:
         return final
     if not overwrite:
@@ -373,7 +403,7 @@ def _commit(target, attrs_from, *results):
                 "replaced; pass overwrite=True (--overwrite) to replace it") from exc
         return final
     old = None
-    if os.path.exists(final):
+    if os.path.lexists(final):
         old = f"{tmp}.old"
         os.replace(final, old)
     try:
@@ -383,7 +413,11 @@ def _commit(target, attrs_from, *results):
             os.replace(old, final)
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        # first out of restore_interrupted's sight (only ``.old`` is restored: a tree half
+        # removed must never come back), then removed, file or tree; if that fails, the
+        # next write here removes the ``.del`` (its name is this process')
+        os.replace(old, f"{tmp}.del")
+        _remove(f"{tmp}.del")
     return final
 
 
@@ -391,7 +425,11 @@ _METADATA_FILES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zme
 
 
 def _list_chunks(root: str, storage_options: dict | None) -> dict[str, int]:
-    """Every chunk file under a store (relative key -> size in bytes), metadata excluded."""
+    """Every chunk file under a store (relative key -> size in bytes), metadata excluded.
+
+    A symbolic link anywhere inside a local store (file or directory; the store's own path
+    may be one) is a :class:`StoreIntegrityError`: daskauc never writes one, and one would
+    make a read (of a model's ``coef_``, say) come from a file outside the store."""
     out = {}
     if _is_url(root):
         import fsspec
@@ -402,13 +440,55 @@ def _list_chunks(root: str, storage_options: dict | None) -> dict[str, int]:
             if info.get("type") != "directory" and p.rsplit("/", 1)[-1] not in _METADATA_FILES:
                 out[p[len(base):] if p.startswith(base) else p] = int(info["size"])
         return out
-    for dirpath, _, files in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        for f in files:
-            if f not in _METADATA_FILES:
-                key = f if rel == "." else f"{rel}/{f}".replace(os.sep, "/")
-                out[key] = os.path.getsize(os.path.join(dirpath, f))
+    todo = [("", _local(root))]
+    while todo:  # scandir: the link test costs no system call, the size one lstat per file
+        rel, where = todo.pop()
+        with os.scandir(where) as entries:
+            for entry in entries:
+                key = f"{rel}{entry.name}"
+                if entry.is_symlink():
+                    raise StoreIntegrityError(
+                        f"{root}: {key} is a symbolic link (to {os.readlink(entry.path)}); a "
+                        "daskauc store holds no links, which could make a read come from "
+                        "outside the store: replace it with what it points to, or write the "
+                        "store again")
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((f"{key}/", entry.path))
+                elif entry.name not in _METADATA_FILES:
+                    out[key] = entry.stat(follow_symlinks=False).st_size
     return out
+
+
+def _trailing_checksums(root: str, storage_options: dict | None,
+                        sizes: dict[str, int]) -> dict[str, int]:
+    """Chunk key -> the CRC32C that Zarr's ``crc32c`` codec appended to the chunk file (its
+    last 4 bytes, little endian): one 4-byte read per file, never a pass over the data."""
+    keys = [k for k, n in sizes.items() if n >= 4]
+    if _is_url(root):
+        import fsspec
+
+        fs, _, paths = fsspec.get_fs_token_paths(root, storage_options=storage_options)
+        base = paths[0].rstrip("/") + "/"
+        tails = fs.cat_ranges([base + k for k in keys], [sizes[k] - 4 for k in keys],
+                              [sizes[k] for k in keys], on_error="raise")
+    else:
+        tails = []
+        for k in keys:
+            fd = os.open(os.path.join(root, k), os.O_RDONLY)
+            try:
+                tails.append(os.pread(fd, 4, sizes[k] - 4))
+            finally:
+                os.close(fd)
+    return {k: int.from_bytes(t, "little") for k, t in zip(keys, tails, strict=True)}
+
+
+def _checksummed_keys(group: zarr.Group) -> list[str]:
+    """The chunk keys of every array whose chunks end with a CRC32C (the last codec)."""
+    from zarr.codecs import Crc32cCodec
+
+    return [k for name, arr in _arrays(group)
+            if isinstance(getattr(arr.metadata, "codecs", [None])[-1], Crc32cCodec)
+            for k in _grid_keys(arr, f"{name}/")]
 
 
 def _grid_keys(arr: zarr.Array, prefix: str):
@@ -436,17 +516,89 @@ def _check_grid(group: zarr.Group, chunks: dict[str, int], where: str) -> None:
                 f"(first: {missing[0]}); the store was not committed")
 
 
-def verify_store(group: zarr.Group, path: str, storage_options: dict | None = None) -> None:
-    """Check that every chunk file the commit recorded is present with its recorded size."""
+def _chunk_records(recorded, path: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The commit's record (``MANIFEST_ATTR``) as chunk key -> size and chunk key -> CRC32C.
+
+    Each chunk is recorded as ``[size, crc32c]`` (``crc32c`` None for an array written
+    without checksums). Stores committed before checksums were recorded hold ``size`` alone:
+    they are still read (their sizes checked; their chunks weeks of work for some), and
+    :func:`verify_store` warns that a swap cannot be detected in them."""
+    if not isinstance(recorded, dict):
+        raise StoreIntegrityError(f"{path} is damaged: its chunk record is malformed; it "
+                                  "cannot be used: restore or write it again")
+    sizes, sums = {}, {}
+    for key, rec in recorded.items():
+        if type(rec) is int:  # (a bool is not a size)
+            sizes[key] = rec
+        elif (isinstance(rec, list) and len(rec) == 2 and type(rec[0]) is int
+              and (rec[1] is None or (type(rec[1]) is int and 0 <= rec[1] < 2**32))):
+            sizes[key] = rec[0]
+            if rec[1] is not None:
+                sums[key] = rec[1]
+        else:
+            raise StoreIntegrityError(
+                f"{path} is damaged: the record of chunk {key} is malformed ({rec!r}); it "
+                "cannot be used: restore or write it again")
+    return sizes, sums
+
+
+def recorded_checksums(group: zarr.Group, prefix: str = "") -> dict[str, int]:
+    """Chunk key -> the CRC32C the commit recorded for it, for the chunks under ``prefix``
+    (``"X/"``): what a reader compares each chunk's stored checksum with."""
     recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    if recorded is None:
+        return {}
+    _, sums = _chunk_records(recorded, "the store")
+    return {k: c for k, c in sums.items() if k.startswith(prefix)}
+
+
+def misplaced_chunk(label: str, key: str, found: int, recorded: dict[str, int]) -> str:
+    """The message for chunk ``key`` whose file holds checksum ``found``, not the one the
+    commit recorded for that position (``recorded``: key -> CRC32C)."""
+    owners = [k for k, c in recorded.items() if c == found and k != key]
+    what = (f"holds the data written as chunk{'s' * (len(owners) > 1)} {', '.join(owners[:3])}"
+            if owners else f"holds data written at no position of it (checksum {found:08x}, "
+            f"{recorded[key]:08x} was written)")
+    return (f"{label}: chunk {key} {what} (chunk files swapped, copied over or altered "
+            "after the write); it cannot be used: restore or write the store again")
+
+
+def verify_chunk_checksums(group: zarr.Group, path, storage_options: dict | None = None
+                           ) -> None:
+    """Check that every recorded chunk file holds the checksum recorded for its position: one
+    4-byte read per chunk, for stores read whole at once (models); dataset reads do this per
+    chunk on the worker that reads it."""
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    if recorded is None:
+        return
+    path = resolve_path(path)
+    sizes, sums = _chunk_records(recorded, path)
+    found = _trailing_checksums(_local(path), storage_options, {k: sizes[k] for k in sums})
+    for key, crc in sums.items():
+        if key not in found:
+            raise StoreIntegrityError(f"{path}: chunk {key} is too short to hold its checksum; "
+                                      "it cannot be used: restore or write the store again")
+        if found[key] != crc:
+            raise StoreIntegrityError(misplaced_chunk(path, key, found[key], sums))
+
+
+def verify_store(group: zarr.Group, path: str, storage_options: dict | None = None) -> None:
+    """Check that every chunk file the commit recorded is present with its recorded size, and
+    that the store holds no symbolic link."""
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    present = _list_chunks(path, storage_options)  # refuses symbolic links, record or not
     if recorded is None:
         warnings.warn(f"{path} was written by a daskauc without chunk records (store format "
                       f"{group.attrs.get('daskauc_format')}); its chunks cannot be verified: "
                       "write it again with this version", stacklevel=3)
         return
-    present = _list_chunks(path, storage_options)
+    sizes, _ = _chunk_records(recorded, path)
+    if any(type(r) is int for r in recorded.values()):  # the size-only form
+        warnings.warn(f"{path} was written by a daskauc that recorded chunk sizes only: chunk "
+                      "files swapped with others of the same size cannot be detected in it; "
+                      "write it again with this version", stacklevel=3)
     bad = []
-    for key, size in recorded.items():
+    for key, size in sizes.items():
         if key not in present:
             bad.append(f"chunk {key} is missing")
         elif present[key] != size:
@@ -499,16 +651,25 @@ def _compatible(kind: str) -> tuple[str, ...]:
 class CheckedZarrArray:
     """A Zarr array as dask reads it, refusing absent chunks on the reading worker: Zarr
     returns the fill value for a chunk file that is not there (deleted after the store was
-    opened, or a store the worker cannot see at all), which would train on zeros."""
+    opened, or a store the worker cannot see at all), which would train on zeros.
 
-    def __init__(self, array: zarr.Array, label: str):
+    ``checksums`` (chunk key -> CRC32C, from :func:`recorded_checksums`) are what the commit
+    recorded for each chunk position: a chunk whose file holds another checksum (files
+    swapped or copied over, each still passing its own CRC32C) is refused too. They travel
+    with the array to the workers (4 bytes and a key per chunk)."""
+
+    def __init__(self, array: zarr.Array, label: str, checksums: dict[str, int] | None = None):
         from .rawchunks import RawChunks
 
         self.array, self.label = array, label
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
-        self.raw = RawChunks.of(array)  # plain-bytes chunks on a local disk: read directly
+        self.checksums = dict(checksums or {})
+        # plain-bytes chunks on a local disk: read directly
+        self.raw = RawChunks.of(array, self.checksums)
 
     def __getitem__(self, selection):
+        from zarr.abc.store import SuffixByteRequest
+        from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
         rows = selection[0].indices(self.shape[0])
@@ -523,8 +684,19 @@ class CheckedZarrArray:
             ranges.append(range(start // chunk, max(start // chunk, -(-stop // chunk))))
         for coords in itertools.product(*ranges):
             key = f"{base}/{self.array.metadata.encode_chunk_key(coords)}"
-            if not sync(store.exists(key)):
+            if key not in self.checksums:
+                if not sync(store.exists(key)):
+                    raise StoreIntegrityError(self._missing(key))
+                continue
+            # the stored checksum, 4 bytes (a read as cheap as the existence check it
+            # replaces); Zarr then checks the chunk's bytes against it
+            tail = sync(store.get(key, default_buffer_prototype(), SuffixByteRequest(4)))
+            if tail is None:
                 raise StoreIntegrityError(self._missing(key))
+            found = int.from_bytes(tail.to_bytes(), "little")
+            if found != self.checksums[key]:
+                raise StoreIntegrityError(misplaced_chunk(self.label, key, found,
+                                                          self.checksums))
         try:
             return self.array[selection]
         except ValueError as exc:  # the crc32c codec: "Stored and computed checksum ..."
@@ -535,10 +707,13 @@ class CheckedZarrArray:
                 f"its checksum (altered on disk): {exc}") from exc
 
     def _fault(self, kind: str, i: int, key: str, detail: str) -> StoreIntegrityError:
-        """The error for chunk ``i`` the raw reader found missing, of the wrong size or
-        altered."""
+        """The error for chunk ``i`` the raw reader found missing, of the wrong size, altered
+        or ``"moved"`` (``detail``: the checksum it holds, in hex)."""
         if kind == "missing":
             return StoreIntegrityError(self._missing(key))
+        if kind == "moved":
+            return StoreIntegrityError(misplaced_chunk(self.label, key, int(detail, 16),
+                                                       self.checksums))
         cr = self.array.chunks[0]
         if kind == "checksum":
             return StoreIntegrityError(
@@ -582,15 +757,32 @@ def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
         raise ValueError(f"{path} has no X and y arrays; is it a daskauc dataset store?")
     path = resolve_path(path)
     zX, zy = group["X"], group["y"]
-    name = f"daskauc-zarr-{os.path.basename(path)}"
-    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]), f"{name}-X")
-    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"{name}-y")
+    token = _store_token(group, path)
+    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]),
+                      f"daskauc-zarr-X-{token}", recorded_checksums(group, "X/"))
+    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"daskauc-zarr-y-{token}",
+                      recorded_checksums(group, "y/"))
     return Dataset(X=X, y=y, attrs=dict(group.attrs), path=path)
 
 
-def _checked_dask(array: zarr.Array, label: str, chunks, name: str) -> da.Array:
+def _store_token(group: zarr.Group, path: str) -> str:
+    """What a read of the store depends on, as a token for its task keys: the resolved path,
+    the writer's token and the commit's chunk record. The same unchanged store gives the same
+    keys (opened twice, in two processes), a rewritten one new keys; and no user text enters
+    a key (keys are msgpack'ed: a path that is not UTF-8 killed every worker and the client
+    waited for ever). The record goes in as its JSON text: a fifth of the time of tokenizing
+    the dict (2 against 9 ms for 2,000 chunks)."""
+    import json
+
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    return tokenize(path, group.attrs.get("daskauc_writer"),
+                    json.dumps(recorded, sort_keys=True))
+
+
+def _checked_dask(array: zarr.Array, label: str, chunks, name: str,
+                  checksums: dict[str, int]) -> da.Array:
     import numpy as np
 
-    return da.from_array(CheckedZarrArray(array, label), chunks=chunks, lock=False,
-                         asarray=False, fancy=False, name=f"{name}-{uuid.uuid4().hex[:6]}",
+    return da.from_array(CheckedZarrArray(array, label, checksums), chunks=chunks, lock=False,
+                         asarray=False, fancy=False, name=name,
                          meta=np.empty((0,) * array.ndim, dtype=array.dtype))
