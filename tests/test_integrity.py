@@ -437,10 +437,21 @@ def _write_small_store(target, overwrite=False):
 
 def test_overwriting_a_regular_file_leaves_nothing_behind(tmp_path):
     """The replaced file went to a hidden ``.old`` that rmtree could not remove (silently),
-    and a later open restored it over the path."""
+    and a later open restored it over the path. A file is not daskauc's to replace: refused
+    before the write, untouched; one that appears while the write runs (overwrite asked) is
+    replaced without a remnant."""
+    from daskauc.data.store import begin_store
+
     target = tmp_path / "out.zarr"
     target.write_text("a file, not a store")
-    _write_small_store(target, overwrite=True)
+    with pytest.raises(FileExistsError, match="out.zarr is a file; daskauc replaces only"):
+        _write_small_store(target, overwrite=True)
+    assert target.read_text() == "a file, not a store"
+    target.unlink()
+    pending = begin_store(target, kind="dataset", overwrite=True)
+    create_array(pending.group, "X", shape=(4, 2), chunks=(4, 2), dtype=np.float32)[...] = 1.0
+    target.write_text("appeared while the write ran")
+    pending.commit()
     assert open_store(target)["X"][0, 0] == 1.0
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
