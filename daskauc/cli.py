@@ -754,6 +754,9 @@ _FILE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, 
 def main(argv: list[str] | None = None) -> int:
     import signal
 
+    for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 prints as its bytes
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="surrogateescape")
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose)
     _state["cluster_used"] = False

@@ -38,7 +38,7 @@ def _libsvm(path, n=600, d=6, seed=0):
 
 def _run(args, timeout=240, **kw):
     return subprocess.run([*DASKAUC, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, **kw)
+                          errors="surrogateescape", timeout=timeout, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -325,3 +325,23 @@ def test_a_worker_memory_limit_below_what_a_worker_needs_is_refused_at_start(sto
     assert "raise --memory-limit" in last and "150" in last, r.stderr
     assert seconds < 90
     assert not (stores / "x-m.zarr").exists()
+
+
+# -------------------------------------------------------------------- paths
+
+
+def test_a_store_path_that_is_not_utf8_runs_through_the_command_line(stores):
+    """ingest, embed and fit on stores whose names hold the byte 0xE9: the file name was in
+    a task key, the workers died with UnicodeEncodeError and embed waited forever."""
+    base = os.fsencode(str(stores))
+    name = lambda s: os.fsdecode(base + b"/lat\xe9n1" + s)  # noqa: E731
+    env = {**os.environ, "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}  # strict stdout
+    r = _run(["ingest", str(stores / "data.svm"), name(b".zarr")], env=env)
+    assert r.returncode == 0, r.stderr
+    r = _run(["--workers", "1", "embed", name(b".zarr"), name(b"-emb.zarr"), "--landmarks",
+              "20"], timeout=180)
+    assert r.returncode == 0, r.stderr
+    r = _run(["--workers", "1", "fit", name(b"-emb.zarr"), name(b"-model.zarr"), "--method",
+              "oam", "--json"], timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["estimator"] == "OAM"

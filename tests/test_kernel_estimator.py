@@ -330,3 +330,16 @@ def test_fit_on_rows_persisted_on_a_cluster(dask_cluster_client):
     assert est.lam_ == pytest.approx(local.lam_, rel=1e-12)
     np.testing.assert_allclose(est.decision_function(X), local.decision_function(X), rtol=0,
                                atol=1e-4 * np.abs(local.decision_function(X)).max())
+
+
+def test_auto_selection_on_too_few_rows_of_a_class_is_a_clear_error():
+    """Two positives for 3-fold selection failed inside scikit-learn's splitter."""
+    from daskauc import KernelAUC
+
+    X = np.random.default_rng(0).normal(size=(6, 3))
+    y = np.array([0, 0, 0, 0, 1, 1])
+    with pytest.raises(ValueError, match="need at least 3 rows of each class; y has 2 positive"):
+        KernelAUC().fit(X, y)
+    with pytest.raises(ValueError, match="lam=auto choose by 2-fold"):
+        KernelAUC(gamma="rule", cv=2).fit(X, np.array([0, 0, 0, 0, 0, 1]))
+    assert KernelAUC(gamma="rule", lam=1e-3, n_centres=6).fit(X, y).score(X, y) > 0.5

@@ -44,7 +44,7 @@ from .._validation import (
     set_features_in,
 )
 from .._version import __version__
-from ..cluster import share
+from ..cluster import compute, share
 from ..data.store import Dataset, create_array, open_dataset, open_store, writing_store
 from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
 from .kmeans import _child, _fit_kmeans
@@ -155,7 +155,7 @@ def default_gamma(X) -> float:
     gamma : float
     """
     Xd = as_row_chunked(X)
-    return _gamma_from_b(_bandwidth_graph(Xd).compute())
+    return _gamma_from_b(compute(_bandwidth_graph(Xd))[0])
 
 
 def _gram_to_gauss(X: np.ndarray, U: np.ndarray, usq: np.ndarray, gamma: float) -> np.ndarray:
@@ -342,18 +342,18 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
                 )
             if not np.isfinite(U).all():
                 raise ValueError("landmarks contain NaN or infinity")
-            extras = tuple(dask.compute(*also))
+            extras = tuple(compute(*also))
         elif kind == "all":
             if n > MAX_ALL_LANDMARKS:
                 raise ValueError(
                     f"landmarks='all' with {n} rows would need a {n} x {n} kernel matrix; it is "
                     f"meant for small n (<= {MAX_ALL_LANDMARKS}): use 'kmeans'"
                 )
-            U, *extras = dask.compute(Xd, *also)
+            U, *extras = compute(Xd, *also)
         elif kind == "random":
             rng = np.random.default_rng(_child(ss, 3))
             idx = np.sort(rng.choice(n, size=v, replace=False))
-            U, *extras = dask.compute(Xd[idx], *also)
+            U, *extras = compute(Xd[idx], *also)
         else:
             U, counts, history, extras = _fit_kmeans(
                 Xd, v, batch_size=self.batch_size, n_epochs=self.kmeans_epochs, init_size=None,
@@ -562,9 +562,9 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             )
             if dask.base.get_scheduler(collections=[counts]) is dask.threaded.get:
                 with _config.blas_limit(1):
-                    counts = counts.compute()
+                    counts = compute(counts)[0]
             else:
-                counts = counts.compute()
+                counts = compute(counts)[0]
             nneg, npos = np.asarray(counts).reshape(-1, 2).sum(axis=0)
             if int(npos) + int(nneg) != n:
                 raise ValueError("y must hold labels in {-1, +1} (int8) in a dataset store")

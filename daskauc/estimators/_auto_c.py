@@ -33,10 +33,11 @@ from __future__ import annotations
 import time
 import warnings
 
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+
+from ..cluster import compute
 
 #: the paper's grid, in steps of 2x
 C_GRID = tuple(2.0**k for k in range(-15, 11))
@@ -69,7 +70,7 @@ def class_counts(y, yd: da.Array, classes) -> tuple[int, int]:
         yy = np.asarray(y).ravel()
         pos = int(np.count_nonzero(yy == np.asarray(classes)[1]))
         return pos, int(yy.size - pos)
-    pos, n = dask.compute((yd > 0).sum(), yd.shape[0])
+    pos, n = compute((yd > 0).sum(), yd.shape[0])
     return int(pos), int(n - pos)
 
 
@@ -98,12 +99,12 @@ def select_C(X: da.Array, y: da.Array, fit_path, *, random_state=None, grid=C_GR
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(random_state)
-    y_np = np.asarray(y.compute() if isinstance(y, da.Array) else y)
+    y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
     n = y_np.size
     check_selectable(int(np.count_nonzero(y_np > 0)), int(np.count_nonzero(y_np < 0)))
     idx = stratified_subsample(y_np, rows, rng)
     Xs = X if idx.size == n else X[idx]
-    (Xs,) = dask.compute(Xs)
+    (Xs,) = compute(Xs)
     Xs, ys = np.ascontiguousarray(Xs), y_np[idx]
     tr, va = _stratified_split(ys, TRAIN_SHARE, rng)
     path = fit_path(Xs[tr], ys[tr])

@@ -267,6 +267,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         set_features_in(self, X, int(Xd.shape[1]))
         y_np = np.asarray(compute(yd)[0] if isinstance(yd, da.Array) else yd)
         n, d = (int(s) for s in Xd.shape)
+        self._check_selectable(y_np)
         scaler = {"standard": StandardScaler, "minmax": MinMaxScaler, None: None}[self.scaling]
         self.scaler_ = scaler().fit(Xd) if scaler is not None else None
         Xs = self._scale(Xd)
@@ -362,6 +363,19 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         timings["calibration"] = time.perf_counter() - tic
         self.timings_ = timings
         return self
+
+    def _check_selectable(self, y: np.ndarray) -> None:
+        """``gamma`` / ``lam="auto"`` choose by ``cv``-fold cross-validation, stratified:
+        each fold needs a row of each class (else "n_splits=3 cannot be greater than the
+        number of members in each class", or a division by zero)."""
+        auto = [name for name in ("gamma", "lam") if getattr(self, name) == "auto"]
+        pos, neg = int(np.count_nonzero(y > 0)), int(np.count_nonzero(y <= 0))
+        if auto and min(pos, neg) < int(self.cv):
+            raise ValueError(
+                f'{" and ".join(f"{a}=auto" for a in auto)} choose by {self.cv}-fold '
+                f"cross-validation and need at least {self.cv} rows of each class; y has {pos} "
+                f"positive and {neg} negative rows: pass numbers (e.g. gamma='rule', lam=1e-3)"
+                " or a smaller cv")
 
     def _width_walk(self, Xs, y, m, gamma0, selection, n, ss):
         """The width at the final model's scale (``_selection.walk_widths``): KernelAUC fits

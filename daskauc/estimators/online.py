@@ -124,7 +124,7 @@ class _OnlineAUCModel(LinearAUCModel):
                 set_features_in(self, X, Xd.shape[1])
             if isinstance(y, da.Array):
                 yd = y.rechunk((Xd.chunks[0],)).map_blocks(
-                    _pm1_known, classes_, dtype=np.int8, name="daskauc-labels")
+                    _pm1_known, classes_, dtype=np.int8, token="daskauc-labels")
             else:
                 y_arr = np.asarray(y)
                 if y_arr.shape[0] != Xd.shape[0]:

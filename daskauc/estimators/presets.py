@@ -32,6 +32,7 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
+from ..cluster import compute, persist
 from ..embed.nystroem import DEFAULT_LANDMARKS, KMeansNystroem
 from ._auto_c import check_selectable, class_counts
 from ._base import AUCScoreMixin
@@ -230,7 +231,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
             self.solver_ = self._make_solver()
             self.timings_ = {}
             if classes is None:
-                seen = np.unique(np.asarray(y.compute() if isinstance(y, da.Array) else y))
+                seen = np.unique(np.asarray(compute(y)[0] if isinstance(y, da.Array) else y))
                 if seen.size != 2:
                     raise ValueError(
                         f"the first batch holds the labels {seen.tolist()[:5]}; pass "
@@ -240,7 +241,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         Z = self.transform(X)
         # the solver learns {-1, +1} labels (as in fit); the caller's are mapped by classes_
         if isinstance(y, da.Array):
-            y = y.rechunk((Z.chunks[0],)) if isinstance(Z, da.Array) else y.compute()
+            y = y.rechunk((Z.chunks[0],)) if isinstance(Z, da.Array) else compute(y)[0]
         if isinstance(y, da.Array):
             y_pm1 = y.map_blocks(_pm1_known, self.classes_, dtype=np.int8,
                                  token="daskauc-labels")
@@ -256,11 +257,11 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
             ds = self.embedding_.write_embedding(Xd, self.embedding_store, y=yd,
                                                  scaler=self.scaler_, overwrite=self.overwrite)
             Z = ds.X
-            return Z.persist() if self.persist else Z
+            return persist(Z)[0] if self.persist else Z
         Z = self.embedding_.transform(self._scale(Xd))
         if self.persist:
             with dask.config.set(**{"array.slicing.split_large_chunks": False}):
-                Z = Z.persist()
+                Z = persist(Z)[0]
         return Z
 
     def transform(self, X):

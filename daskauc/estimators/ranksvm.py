@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 import warnings
 
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import clone
@@ -24,6 +23,7 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
+from ..cluster import compute, persist
 from ..solvers.newton import LINE_SEARCHES, prsvm_newton, should_persist
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
@@ -290,7 +290,7 @@ class RankSVM(LinearAUCModel):
 
 def _pairs(yd) -> int:
     """Positive-negative pairs of {-1, +1} labels (numpy or dask)."""
-    y = np.asarray(yd.compute() if isinstance(yd, da.Array) else yd)
+    y = np.asarray(compute(yd)[0] if isinstance(yd, da.Array) else yd)
     return int(np.count_nonzero(y > 0)) * int(np.count_nonzero(y < 0))
 
 
@@ -343,7 +343,7 @@ def cv_select_C(estimator, X, y, Cs, cv=3, random_state=None):
         raise ValueError(f"cv must be an int >= 2 or a scikit-learn splitter; got {cv!r}")
     is_numpy = not isinstance(X, da.Array) and not isinstance(X, str) and hasattr(X, "__array__")
     Xd, yd, _ = check_X_y(X, y)
-    y_np = np.asarray(yd.compute())
+    y_np = np.asarray(compute(yd)[0])
     if is_numpy:
         Xn = np.asarray(X)
     n_folds = folds.get_n_splits(np.zeros((y_np.shape[0], 1)), y_np)
@@ -356,7 +356,7 @@ def cv_select_C(estimator, X, y, Cs, cv=3, random_state=None):
         else:
             Xtr, Xte = Xd[tr], Xd[te]
             if should_persist(Xtr, estimator.get_params().get("persist", "auto")):
-                Xtr, Xte = dask.persist(Xtr, Xte)
+                Xtr, Xte = persist(Xtr, Xte)
         est = clone(estimator)
         if "warm_start" in est.get_params():  # a path from the previous C's solution
             est.set_params(warm_start=True)
@@ -370,7 +370,7 @@ def cv_select_C(estimator, X, y, Cs, cv=3, random_state=None):
             iters[k, f] = est.n_iter_
             scores = est.decision_function(Xte)
             if isinstance(scores, da.Array):
-                scores = scores.compute()
+                scores = compute(scores)[0]
             aucs[k, f] = _auc(y_np[te], scores)
     table = [
         {"C": float(C), "mean_auc": float(aucs[k].mean()), "std_auc": float(aucs[k].std()),
