@@ -18,6 +18,7 @@ import dask.array as da
 import numpy as np
 
 from .._validation import is_store_path
+from ..data.store import _is_url
 
 
 class Checkpoint:
@@ -77,7 +78,7 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
         if resume:
             raise ValueError("resume=True needs checkpoint=PATH, the fit to continue")
         return None
-    from ..data.store import resolve_path, restore_interrupted, store_exists
+    from ..data.store import check_directory, resolve_path, restore_interrupted, store_exists
 
     path = resolve_path(checkpoint)
     targets = [(s, "the data store {} this fit reads") for s in _stores_read(X, y)]
@@ -89,8 +90,8 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
             raise ValueError(
                 f"the checkpoint path {path} is, or lies inside, {what.format(other)}: saving "
                 "a checkpoint there would destroy it; choose another path")
-    _probe_writable(path)
-    if not _is_url(path):
+    if not _is_url(path):  # its directory takes a file (one is created and removed there)
+        check_directory(path, shown=f"the checkpoint {path}")
         restore_interrupted(path)
     _refuse_foreign(path, type(est))
     data = data_fingerprint(X, y)
@@ -249,10 +250,6 @@ def _stores_read(*objs) -> list[str]:
     return out
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path
-
-
 def _within(path: str, other: str) -> bool:
     """``path`` is ``other`` or lies inside it."""
     if _is_url(path) != _is_url(other):
@@ -308,27 +305,6 @@ def _refuse_foreign(path: str, cls: type) -> None:
             f"{where} holds a finished {cls.__name__} model (calibrated, or without a solver "
             "state), not a checkpoint; a checkpoint never replaces a model: choose another "
             "path")
-
-
-def _probe_writable(path: str) -> None:
-    """Create and remove a file where the checkpoint will be written (its directory, or the
-    nearest one that exists: the save creates the rest)."""
-    import errno
-    import uuid
-
-    if _is_url(path):
-        return
-    where = os.path.dirname(path)
-    while where and not os.path.lexists(where):
-        where = os.path.dirname(where)
-    probe = os.path.join(where, f".{os.path.basename(path)}.probe-{uuid.uuid4().hex[:8]}")
-    try:
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        os.remove(probe)
-    except OSError as exc:
-        kind = NotADirectoryError if exc.errno == errno.ENOTDIR else PermissionError
-        raise kind(f"cannot write the checkpoint {path}: creating a file in {where} failed "
-                   f"({exc.strerror or exc}); choose a writable path") from exc
 
 
 def _resumable(est, path: str, data: dict):
