@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import tempfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,9 +130,60 @@ def _compression_of(path: str) -> str | None:
     return None
 
 
+class _DamagedInput(ValueError):
+    """A compressed file that cannot be decompressed to its end (truncated or corrupt)."""
+
+
+#: what the decompressors raise for damaged data: gzip EOFError / BadGzipFile (an OSError) /
+#: zlib.error, lzma EOFError / LZMAError, bz2 EOFError / OSError("Invalid data stream").
+_DECOMPRESS_ERRORS = (EOFError, zlib.error, lzma.LZMAError, OSError)
+
+
+class _CheckedStream:
+    """A decompressed stream whose damage is one ``ValueError`` naming the file and format.
+
+    Raised wherever the stream is read (the sniffing of the first lines, the scan, the parse,
+    a shuffle's spill pass), so the caller's cleanup runs and the CLI reports an input error,
+    not a lost cluster (it takes an ``OSError`` for one). An ``OSError`` with an errno is a
+    real I/O failure of the disk and is left as it is.
+    """
+
+    def __init__(self, f, path: str, compression: str | None):
+        self._f, self.path, self.compression = f, path, compression
+
+    def _damaged(self, exc: BaseException) -> _DamagedInput:
+        cause = ("unexpected end of stream" if isinstance(exc, EOFError)
+                 else " ".join(str(exc).split()) or type(exc).__name__)
+        return _DamagedInput(f"{self.path} is truncated or corrupt ({self.compression}: "
+                             f"{cause}); nothing was written")
+
+    def _call(self, method, n):
+        try:
+            return method(n)
+        except _DECOMPRESS_ERRORS as exc:
+            if isinstance(exc, OSError) and exc.errno is not None:
+                raise
+            raise self._damaged(exc) from None
+
+    def read(self, n: int = -1) -> bytes:
+        return self._call(self._f.read, n)
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._call(self._f.readline, limit)
+
+    def check_rest(self) -> None:
+        """Decompress the rest of the stream (discarded): raise if it is damaged."""
+        if self.compression is None:
+            return
+        logger.info("%s: checking that the rest of the compressed file is intact", self.path)
+        while self.read(1 << 20):
+            pass
+
+
 @contextlib.contextmanager
 def _open_text(path: str, compression: str | None, hasher: list | None = None):
-    """Open ``path`` as a decompressed binary stream; append the hashing reader to ``hasher``."""
+    """Open ``path`` as a decompressed binary stream (a :class:`_CheckedStream`); append the
+    hashing reader to ``hasher``."""
     raw = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
     if hasher is not None:
         raw = _HashingReader(raw)
@@ -144,7 +196,7 @@ def _open_text(path: str, compression: str | None, hasher: list | None = None):
     elif compression == "gzip":
         f = gzip.GzipFile(fileobj=f)
     try:
-        yield f
+        yield _CheckedStream(f, path, compression)
         if isinstance(raw, _HashingReader):
             raw.drain()
     finally:
@@ -152,8 +204,9 @@ def _open_text(path: str, compression: str | None, hasher: list | None = None):
         raw.close()
 
 
-def _iter_blocks(stream, block_bytes: int = _BLOCK_BYTES) -> Iterator[np.ndarray]:
+def _iter_blocks(stream, block_bytes: int | None = None) -> Iterator[np.ndarray]:
     """Yield uint8 arrays of complete lines (each ending in a newline)."""
+    block_bytes = block_bytes or _BLOCK_BYTES
     rest = b""
     while True:
         data = stream.read(block_bytes)
@@ -175,7 +228,7 @@ def _head_lines(path: str, compression: str | None, n_lines: int = 20) -> list[t
     """The first non-blank, non-comment lines as ``(line_index, text)``."""
     out: list[tuple[int, str]] = []
     with _open_text(path, compression) as f:
-        for i, raw in enumerate(f):
+        for i, raw in enumerate(iter(f.readline, b"")):
             text = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
             if text:
                 out.append((i, text))
@@ -469,6 +522,26 @@ def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
     return dtype
 
 
+@contextlib.contextmanager
+def _removing_new_parents(store):
+    """On failure, remove the (still empty) directories above a local target that did not
+    exist before: a failed write leaves nothing behind, not even the folders it made."""
+    p = os.fspath(store)
+    made = []
+    if not _is_url(p):
+        parent = os.path.dirname(resolve_path(p))
+        while parent and not os.path.exists(parent):
+            made.append(parent)
+            parent = os.path.dirname(parent)
+    try:
+        yield
+    except BaseException:
+        for parent in made:  # deepest first; a directory someone filled meanwhile stays
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)
+        raise
+
+
 def _spill_dir(store) -> str:
     """A temporary directory beside a local target (same filesystem), named after this host
     and process so that the next ingest there removes it if this one is killed."""
@@ -607,15 +680,16 @@ def ingest(
     kw = dict(path=path, store=store, opts=opts, n_features=n_features, pos_label=pos_label,
               positive_classes=positive_classes, dtype=dtype, chunk_rows=chunk_rows,
               shuffle=shuffle, random_state=random_state, overwrite=overwrite, params=params)
-    try:
-        _ingest_text(zero_based=zero_based, **kw)
-    except _ZeroIndexSeen as exc:
-        if zero_based is False:
-            raise ValueError(
-                f"{exc}: feature index 0 in a file read with zero_based=False") from None
-        # read in one pass without the scan: scan now, then decide (or refuse) as above
-        _scan(path, opts["compression"], "libsvm", []).index_base(path)  # 0, or a mixed file
-        _ingest_text(zero_based=True, **kw)
+    with _removing_new_parents(store):
+        try:
+            _ingest_text(zero_based=zero_based, **kw)
+        except _ZeroIndexSeen as exc:
+            if zero_based is False:
+                raise ValueError(
+                    f"{exc}: feature index 0 in a file read with zero_based=False") from None
+            # read in one pass without the scan: scan now, then decide (or refuse) as above
+            _scan(path, opts["compression"], "libsvm", []).index_base(path)  # 0, or mixed
+            _ingest_text(zero_based=True, **kw)
     return open_dataset(store)
 
 
@@ -688,18 +762,24 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
             else:
                 writer = _DirectWriter(zX, spill, cr, known_rows=n_rows is not None)
             with _open_text(path, compression, None if hasher else hasher) as f:
-                blocks = _iter_blocks(f)
-                for k, buf in enumerate(blocks):
-                    start = 0
-                    if k == 0 and fmt == "csv" and opts["header"]:
-                        start = _skip_lines(buf, opts["header_line"] + 1)
-                        parser.line = opts["header_line"] + 1
-                    for chunk in parser.feed(buf, start):
+                try:
+                    for k, buf in enumerate(_iter_blocks(f)):
+                        start = 0
+                        if k == 0 and fmt == "csv" and opts["header"]:
+                            start = _skip_lines(buf, opts["header_line"] + 1)
+                            parser.line = opts["header_line"] + 1
+                        for chunk in parser.feed(buf, start):
+                            writer.write(chunk)
+                            parser.reset()
+                    for chunk in parser.finish():
                         writer.write(chunk)
                         parser.reset()
-                for chunk in parser.finish():
-                    writer.write(chunk)
-                    parser.reset()
+                except ValueError as exc:
+                    # damaged data can decode to a malformed line before the decompressor
+                    # reaches the checksum that proves it damaged: report the damage
+                    if not isinstance(exc, _DamagedInput):
+                        f.check_rest()
+                    raise
             n = writer.n
             if n == 0:
                 raise ValueError(f"{path} holds no data rows")
