@@ -118,3 +118,134 @@ def test_cli_reports_damage_as_an_input_error(tmp_path, capsys):
     assert main(["ingest", str(src), str(tmp_path / "s.zarr")]) == 1  # not 3: "cluster failed"
     err = capsys.readouterr().err.strip()
     assert "truncated or corrupt (bz2: " in err and "Dask cluster" not in err
+
+
+# ------------------------------------------------------------------------ wide LIBSVM input
+
+_CHILD = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))  # a bug fails, not the machine
+from daskauc.data.ingest import ingest
+kwargs = json.loads(sys.argv[3])
+try:
+    ds = ingest(sys.argv[1], sys.argv[2], **kwargs)
+    out = {"shape": list(ds.X.shape), "chunk_rows": ds.attrs["chunk_rows"],
+           "row_sums": ds.X.sum(axis=1).compute().tolist()}
+except Exception as exc:
+    out = {"error": type(exc).__name__, "message": str(exc)}
+out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def _ingest_in_child(src, store, **kwargs) -> dict:
+    """Ingest in a fresh process; return its result and its peak RSS in MB."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(store), json.dumps(kwargs)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _wide_file(path, rows: int, index: int):
+    """``rows`` rows of two small features, then one row with feature ``index``."""
+    with open(path, "w") as f:
+        for i in range(rows):
+            f.write(f"{'+1' if i % 2 else '-1'} 1:0.5 7:1.25\n")
+        f.write(f"+1 3:1 {index}:2\n")
+    return path
+
+
+def test_chunk_rows_follow_the_width():
+    from daskauc import _config
+
+    assert _config.chunk_rows_for(100, 4) == _config.TARGET_CHUNK_BYTES // 400
+    assert _config.chunk_rows_for(300_001, 4) == 55  # was 1,000 rows: 1.2 GB
+    assert _config.chunk_rows_for(3_000_001, 4) == 5  # was 1,000 rows: 12 GB
+    assert _config.chunk_rows_for(20_000_000, 4) == 1  # one row, 80 MB
+    assert _config.chunk_rows_for(10, 8, n_rows=7) == 7
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_one_huge_index_densified_within_the_chunk_size(tmp_path, shuffle):
+    """201 rows, one index 2,000,000, allow_dense=True: 1.6 GB dense. A chunk of 1,000 rows
+    (the former floor) took the whole 1.6 GB at once (MemoryError under the 3 GiB limit);
+    now a chunk is 8 rows (64 MB) and the peak stays at a few hundred MB."""
+    src = _wide_file(tmp_path / "wide.svm", 200, 2_000_000)
+    out = _ingest_in_child(src, tmp_path / "s.zarr", allow_dense=True, shuffle=shuffle)
+    assert out.get("error") is None, out
+    assert out["shape"] == [201, 2_000_000] and out["chunk_rows"] == 8
+    assert sorted(out["row_sums"]) == [1.75] * 200 + [3.0]
+    assert out["peak_mb"] < 600, out["peak_mb"]
+
+
+@pytest.mark.parametrize("n_features, shuffle", [(None, False), (None, True),
+                                                 (3_000_000, True), (10**9, False)])
+def test_absurd_densifying_is_refused_before_writing(tmp_path, n_features, shuffle):
+    """1,000 rows of 20 non-zeros and one index 3,000,000 (or n_features=10**9 given) would
+    densify into 12 GB to 4 TB (14.3 GiB peak was measured): refused after the first scan,
+    naming the largest index and its line, the dense size, the ratio and the way out."""
+    src = tmp_path / "sparse.svm"
+    rng = np.random.default_rng(0)
+    with open(src, "w") as f:
+        for i in range(1000):
+            idx = np.sort(rng.choice(np.arange(1, 100_000), 20, replace=False))
+            f.write(f"{(-1) ** i} " + " ".join(f"{j}:1" for j in idx) + "\n")
+        f.write("+1 5:1 3000000:1\n")
+    kwargs = {"shuffle": shuffle, "n_features": n_features}
+    out = _ingest_in_child(src, tmp_path / "s.zarr", **kwargs)
+    assert out["error"] == "ValueError", out
+    msg = out["message"]
+    assert "largest feature index, 3000000, is on line 1001" in msg
+    assert "allow_dense=True" in msg and "reduce the features" in msg
+    assert "iB (" in msg and "times the" in msg
+    assert out["peak_mb"] < 400, out["peak_mb"]
+    assert _left_behind(tmp_path) == ["sparse.svm"]
+
+
+def test_one_pass_ingest_refuses_as_soon_as_the_rows_read_are_too_sparse(tmp_path, monkeypatch):
+    """With n_features given the file is read once: the rule is applied to the rows read so
+    far, before each chunk is written (thresholds lowered here to keep the test small)."""
+    from daskauc import _config
+
+    monkeypatch.setattr(_config, "DENSE_MAX_BYTES", 2**20)
+    src = _wide_file(tmp_path / "w.svm", 3000, 5000)
+    with pytest.raises(ValueError, match=r"rows read so far .* allow_dense=True"):
+        ingest(src, tmp_path / "s.zarr", n_features=5000, chunk_rows=100)
+    assert _left_behind(tmp_path) == ["w.svm"]
+    ds = ingest(src, tmp_path / "s.zarr", n_features=5000, chunk_rows=100, allow_dense=True)
+    assert ds.X.shape == (3001, 5000)
+
+
+def test_long_rows_of_slow_values_need_no_bigger_slow_list(tmp_path, monkeypatch):
+    """Values the exact fast path hands to Python are listed in a fixed-size list; a row with
+    more of them than room is finished after the list is emptied (it used to double the list
+    without bound: 32 bytes per value of the longest line)."""
+    monkeypatch.setattr(ingest_mod, "_SLOW_CAPACITY", 3)
+    sizes = set()
+    real_fix = ingest_mod._Parser._fix_slow
+
+    def recording_fix(self, buf):
+        sizes.add(self.slow.shape[0])
+        return real_fix(self, buf)
+
+    monkeypatch.setattr(ingest_mod._Parser, "_fix_slow", recording_fix)
+    rng = np.random.default_rng(2)
+    vals = (rng.normal(size=(40, 9)) * 10.0 ** rng.integers(-40, 40, size=(40, 9))).tolist()
+    lab = np.where(np.arange(40) % 3 == 0, 1, -1)
+    svm = "".join(f"{lab[i]} " + " ".join(f"{j + 1}:{v!r}" for j, v in enumerate(row)) + "\n"
+                  for i, row in enumerate(vals))
+    csv = "".join(",".join(repr(v) for v in row) + f",{lab[i]}\n" for i, row in enumerate(vals))
+    (tmp_path / "a.svm").write_text(svm)
+    (tmp_path / "a.csv").write_text(csv)
+    for name in ("a.svm", "a.csv"):
+        for chunk_rows in (1, 7):
+            ds = ingest(tmp_path / name, tmp_path / f"{name}{chunk_rows}.zarr",
+                        dtype="float64", chunk_rows=chunk_rows)
+            np.testing.assert_array_equal(ds.X.compute(), np.array(vals))
+            np.testing.assert_array_equal(ds.y.compute(), lab)
+    assert sizes == {3}

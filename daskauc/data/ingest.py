@@ -321,18 +321,25 @@ class _Parser:
         self.lines = np.zeros(chunk_rows, dtype=np.int64)
         self.codes = np.zeros(chunk_rows, dtype=np.int32)
         self.slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
-        self.stats = np.array([0, np.iinfo(np.int64).max, 0], dtype=np.int64)
+        # [max index, min index, slow entries, values stored, line of the max index]
+        self.stats = np.array([0, np.iinfo(np.int64).max, 0, 0, 0], dtype=np.int64)
         self.filled = 0
         self.line = 0
+        self.resume = -1  # >= 0: the next call continues a row stopped by a full `slow`
         self.tokens: dict[bytes, int] = {}
 
     def _call(self, buf, pos):
         if self.fmt == "libsvm":
             return K._parse_libsvm(buf, self.X, self.spans, self.lines, self.slow, self.stats,
-                                   pos, self.filled, self.line, self.index_base)
+                                   pos, self.filled, self.line, self.index_base, self.resume)
         return K._parse_dense(buf, self.X, self.spans, self.lines, self.slow, self.stats,
                               pos, self.filled, self.line, self.label_col, self.n_cols,
-                              self.delim)
+                              self.delim, self.resume)
+
+    @property
+    def values_read(self) -> int:
+        """LIBSVM index:value pairs stored so far."""
+        return int(self.stats[3])
 
     def feed(self, buf: np.ndarray, start: int = 0) -> Iterator[_Chunk]:
         pos = start
@@ -344,8 +351,7 @@ class _Parser:
             if r > row0:
                 self._codes(buf, row0, r)
             self._fix_slow(buf)
-            if status == K.SLOW_FULL and r == row0:  # one row with more slow values than room
-                self.slow = np.zeros((2 * self.slow.shape[0], 4), dtype=np.int64)
+            self.resume = err if status == K.SLOW_FULL else -1
             self.filled, self.line = r, line
             if status == K.FULL:
                 yield self._emit()
@@ -373,6 +379,11 @@ class _Parser:
         if self.fmt == "libsvm":
             self.X[: self.filled] = 0
         self.filled = 0
+
+    def check_dense(self, rows: int) -> None:
+        """The densifying rule of :func:`_check_dense` over the rows read so far."""
+        _check_dense(self.path, rows, self.X.shape[1], self.X.itemsize, int(self.stats[3]),
+                     int(self.stats[0]), int(self.stats[4]) + 1, so_far=True)
 
     def _codes(self, buf, a, b) -> None:
         toks = _gather_tokens(buf, self.spans[a:b])
@@ -423,7 +434,7 @@ class _Parser:
 
 def _scan(path, compression, fmt, hasher) -> _ScanStats:
     """Rows, extreme feature indices and where index 0 occurs (LIBSVM), in one pass."""
-    stats = np.array([0, -1, np.iinfo(np.int64).max, 0, 0, 0, 0, 0], dtype=np.int64)
+    stats = np.array([0, -1, np.iinfo(np.int64).max, 0, 0, 0, 0, 0, 0, 0], dtype=np.int64)
     kernel = K._scan_libsvm if fmt == "libsvm" else K._scan_rows
     with _open_text(path, compression, hasher) as f:
         for buf in _iter_blocks(f):
@@ -441,6 +452,8 @@ class _ScanStats:
     lines: int
     first_zero_line: int
     first_line_without_zero: int
+    values: int  # index:value tokens (LIBSVM)
+    max_index_line: int  # 1-based
 
     def index_base(self, path) -> int:
         """"auto" mode: 0-based only for a file that is 0-based throughout (index 0 on every
@@ -542,6 +555,35 @@ def _removing_new_parents(store):
         raise
 
 
+def _nbytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:,.0f} bytes" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError  # unreachable
+
+
+def _check_dense(path, rows: int, d: int, itemsize: int, values: int, max_index: int,
+                 max_line: int, *, so_far: bool = False) -> None:
+    """Refuse to densify sparse text into something absurd: a dense matrix larger than
+    ``_config.DENSE_MAX_BYTES`` AND more than ``_config.DENSE_MAX_RATIO`` times the bytes of
+    the non-zero values read (so fewer than 1 % of its entries would be non-zero)."""
+    dense = rows * d * itemsize
+    sparse = max(values, 1) * itemsize
+    ratio = dense / sparse
+    if dense <= _config.DENSE_MAX_BYTES or ratio <= _config.DENSE_MAX_RATIO:
+        return
+    read = "rows read so far" if so_far else "rows"
+    where = (f"the largest feature index, {max_index}, is on line {max_line}" if max_index > 0
+             else "no feature index was read")
+    raise ValueError(
+        f"{path}: the dense matrix would take {_nbytes(dense)} ({rows:,} {read} x {d:,} "
+        f"features x {itemsize} bytes), {ratio:,.0f} times the {_nbytes(sparse)} of the "
+        f"{values:,} non-zero values read; {where}. Nothing was written. Pass "
+        "allow_dense=True to write it anyway (memory stays bounded by one chunk), or reduce "
+        "the features first (sparse input is not supported yet)")
+
+
 def _spill_dir(store) -> str:
     """A temporary directory beside a local target (same filesystem), named after this host
     and process so that the next ingest there removes it if this one is killed."""
@@ -574,6 +616,7 @@ def ingest(
     random_state=None,
     overwrite: bool = False,
     zero_based: bool | str = "auto",
+    allow_dense: bool = False,
 ) -> Dataset:
     """Ingest a LIBSVM/svmlight or dense text file into a Zarr dataset store.
 
@@ -622,6 +665,13 @@ def ingest(
         index 0 is an error naming the first such line and the first row without it (one
         stray ``0:`` must not shift every column of a 1-based file): pass ``True`` for a
         0-based file.
+    allow_dense : bool
+        LIBSVM: write the dense matrix even when it is absurdly larger than the data, that is
+        larger than ``_config.DENSE_MAX_BYTES`` (1 GiB) and more than
+        ``_config.DENSE_MAX_RATIO`` (100) times the bytes of the non-zero values read. Without
+        it such an ingest is refused before anything is written (after the first scan; with
+        ``n_features`` given and no shuffle, as soon as the rows read pass the rule), naming
+        the largest feature index and its line. Memory stays bounded by one chunk either way.
 
     Returns
     -------
@@ -675,11 +725,12 @@ def ingest(
         else [_jsonable(v) for v in positive_classes],
         "label_column": label_column, "delimiter": delimiter, "header": header,
         "dtype": dtype.name, "chunk_rows": chunk_rows, "shuffle": shuffle,
-        "zero_based": zero_based,
+        "zero_based": zero_based, "allow_dense": allow_dense,
     }
     kw = dict(path=path, store=store, opts=opts, n_features=n_features, pos_label=pos_label,
               positive_classes=positive_classes, dtype=dtype, chunk_rows=chunk_rows,
-              shuffle=shuffle, random_state=random_state, overwrite=overwrite, params=params)
+              shuffle=shuffle, random_state=random_state, overwrite=overwrite, params=params,
+              allow_dense=allow_dense)
     with _removing_new_parents(store):
         try:
             _ingest_text(zero_based=zero_based, **kw)
@@ -722,13 +773,19 @@ def _dense_layout(path, head, delimiter, header, label_column, n_features) -> di
 
 
 def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, dtype,
-                 chunk_rows, shuffle, random_state, overwrite, params, zero_based) -> None:
+                 chunk_rows, shuffle, random_state, overwrite, params, zero_based,
+                 allow_dense) -> None:
     fmt, compression = opts["fmt"], opts["compression"]
     hasher: list = []
     n_rows = None
     index_base = 0 if zero_based is True else 1
+    check_dense = fmt == "libsvm" and not allow_dense
     if fmt == "libsvm":
-        if n_features is None or shuffle:
+        # one row wider than the dense limit (a huge n_features) cannot even be parsed within
+        # it: scan first so the rule is applied before any buffer is allocated
+        wide = check_dense and n_features is not None and (
+            n_features * dtype.itemsize > _config.DENSE_MAX_BYTES)
+        if n_features is None or shuffle or wide:
             scan = _scan(path, compression, fmt, hasher)
             n_rows = scan.rows
             if zero_based == "auto":
@@ -737,6 +794,10 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
                 if scan.max_index < 0:
                     raise ValueError(f"{path}: no feature index found; pass n_features")
                 n_features = scan.max_index + 1 - index_base
+            if check_dense:
+                _check_dense(path, scan.rows, int(n_features), dtype.itemsize, scan.values,
+                             scan.max_index, scan.max_index_line)
+                check_dense = False  # decided for the whole file
     else:
         n_features = opts["n_features"]
         if shuffle:
@@ -769,9 +830,13 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
                             start = _skip_lines(buf, opts["header_line"] + 1)
                             parser.line = opts["header_line"] + 1
                         for chunk in parser.feed(buf, start):
+                            if check_dense:
+                                parser.check_dense(writer.n + chunk.X.shape[0])
                             writer.write(chunk)
                             parser.reset()
                     for chunk in parser.finish():
+                        if check_dense:
+                            parser.check_dense(writer.n + chunk.X.shape[0])
                         writer.write(chunk)
                         parser.reset()
                 except ValueError as exc:
