@@ -249,3 +249,51 @@ def test_long_rows_of_slow_values_need_no_bigger_slow_list(tmp_path, monkeypatch
             np.testing.assert_array_equal(ds.X.compute(), np.array(vals))
             np.testing.assert_array_equal(ds.y.compute(), lab)
     assert sizes == {3}
+
+
+# ------------------------------------------------------------------------ float32 overflow
+
+_F32 = (r"overflows float32 \(largest 3\.402823e\+38\); "
+        r"pass dtype=\"float64\" \(CLI: --dtype float64\)")
+
+
+@pytest.mark.parametrize("name, text, where", [
+    ("big.svm", "+1 1:1 2:3\n-1 1:2 2:1e308\n", r"line 2: 1e308 in feature column 1"),
+    ("big.csv", "f1,f2,y\n1,2,0\n3,-4e39,1\n", r"line 3: -4e39 in feature column 1"),
+    ("edge.csv", "1,2,0\n3,3.4028236e38,1\n", r"line 2: 3.4028236e38 in feature column 1"),
+])
+def test_float32_overflow_in_text_names_value_line_and_the_way_out(tmp_path, name, text,
+                                                                   where):
+    src = tmp_path / name
+    src.write_text(text)
+    with pytest.raises(ValueError, match=rf"{name}, {where} \(0-based\) {_F32}"):
+        ingest(src, tmp_path / "s.zarr")
+    assert _left_behind(tmp_path) == [name]
+    ds = ingest(src, tmp_path / "s.zarr", dtype="float64")
+    assert np.isfinite(ds.X.compute()).all()
+
+
+def test_the_largest_float32_is_not_an_overflow(tmp_path):
+    src = tmp_path / "max.csv"
+    src.write_text("1,2,0\n3,3.4028235e38,1\n")  # rounds to float32's largest, not to inf
+    ds = ingest(src, tmp_path / "s.zarr")
+    assert ds.X.compute()[1, 1] == np.finfo(np.float32).max
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_float32_overflow_in_arrays_names_value_row_and_column(tmp_path, kind):
+    import dask.array as da
+
+    from daskauc.data.ingest import ingest_array
+
+    X = np.ones((30, 3))
+    X[17, 2] = -1e308
+    Xin = da.from_array(X, chunks=(8, 3)) if kind == "dask" else X
+    with pytest.raises(ValueError, match=rf"X\[17, 2\] = -1e\+308 {_F32}"):
+        ingest_array(Xin, np.arange(30) % 2, tmp_path / "s.zarr", dtype="float32",
+                     chunk_rows=8)
+    assert _left_behind(tmp_path) == []  # numpy input used to be written with -inf
+    with pytest.raises(ValueError, match=rf"X\[17, 2\] = -1e\+308 {_F32}"):  # original row
+        ingest_array(Xin, np.arange(30) % 2, tmp_path / "s.zarr", dtype="float32",
+                     chunk_rows=8, shuffle=True, random_state=3)
+    assert _left_behind(tmp_path) == []

@@ -286,6 +286,37 @@ def _looks_like_header(fields: list[str], label_col: int) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
+def _shown(tok: str, limit: int = 80) -> str:
+    """A token as quoted in an error message (a token can be a whole line of megabytes)."""
+    return tok if len(tok) <= limit else f"{tok[:limit]}... ({len(tok):,} characters)"
+
+
+def _overflow_advice(dtype) -> str:
+    return (f"overflows {np.dtype(dtype).name} (largest {np.finfo(dtype).max:.6e}); pass "
+            'dtype="float64" (CLI: --dtype float64)')
+
+
+def _cast_checked(block: np.ndarray, target, rows: int | np.ndarray = 0) -> np.ndarray:
+    """``block`` as ``target``; a finite value that becomes infinite is an error naming it
+    (its row: ``rows`` + the block's row, or ``rows[r]`` for the rows of a shuffle)."""
+    with np.errstate(over="ignore"):
+        out = np.asarray(block, dtype=target)
+    if out.dtype.itemsize < np.asarray(block).dtype.itemsize and out.dtype.kind == "f":
+        bad = np.isinf(out)
+        if bad.any():
+            bad &= np.isfinite(block)
+            if bad.any():
+                r, c = (int(v) for v in np.argwhere(bad)[0])
+                row = int(rows[r]) if isinstance(rows, np.ndarray) else rows + r
+                raise ValueError(f"X[{row}, {c}] = {float(block[r, c])!r} "
+                                 f"{_overflow_advice(target)}")
+    return out
+
+
+def _cast_block(block: np.ndarray, target, block_info=None) -> np.ndarray:
+    return _cast_checked(block, target, block_info[0]["array-location"][0][0])
+
+
 class _ZeroIndexSeen(Exception):
     """A 0 feature index appeared while reading 1-based (auto mode restarts 0-based)."""
 
@@ -394,15 +425,22 @@ class _Parser:
 
     def _fix_slow(self, buf) -> None:
         k = int(self.stats[2])
+        X = self.X
         for row, col, s, e in self.slow[:k]:
             tok = bytes(buf[s:e]).decode("utf-8", "replace").strip().strip("\"'")
             try:
-                self.X[row, col] = float(tok)
+                v = float(tok)
             except ValueError:
                 raise ValueError(
-                    f"{self.path}, line {self.lines[row] + 1}: cannot read {tok!r} as a number "
-                    f"(feature column {col}, 0-based)"
+                    f"{self.path}, line {self.lines[row] + 1}: cannot read {_shown(tok)!r} as "
+                    f"a number (feature column {col}, 0-based)"
                 ) from None
+            with np.errstate(over="ignore"):
+                X[row, col] = v
+            if np.isinf(X[row, col]) and np.isfinite(v):  # the fast path never overflows
+                raise ValueError(
+                    f"{self.path}, line {self.lines[row] + 1}: {_shown(tok)} in feature column "
+                    f"{col} (0-based) {_overflow_advice(X.dtype)}")
         self.stats[2] = 0
 
     def _raise(self, buf, status, err, line) -> None:
@@ -1061,7 +1099,9 @@ def ingest_array(
     }
 
     if isinstance(X, da.Array) or isinstance(y, da.Array):
-        Xd = as_row_chunked(X, dtype=dtype, check_finite_values=False)  # checked when written
+        Xd = as_row_chunked(X, check_finite_values=False)  # finiteness checked when written
+        if dtype is not None and Xd.dtype != dtype:  # a value that overflows dtype named
+            Xd = Xd.map_blocks(_cast_block, dtype, dtype=dtype, token="daskauc-cast")
         yd = y if isinstance(y, da.Array) else da.from_array(np.asarray(y), chunks=-1)
         if yd.ndim == 2 and yd.shape[1] == 1:
             yd = yd.ravel()
@@ -1116,7 +1156,7 @@ def ingest_array(
         zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
         for a in range(0, n, cr):
             rows = slice(a, a + cr) if perm is None else perm[a : a + cr]
-            zX[a : a + cr] = np.asarray(Xn[rows], dtype=target)
+            zX[a : a + cr] = _cast_checked(Xn[rows], target, a if perm is None else rows)
             zy[a : a + cr] = ypm[rows]
         n_pos = int(np.count_nonzero(ypm > 0))
         group.attrs.update({
