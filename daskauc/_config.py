@@ -57,6 +57,12 @@ MAX_CHUNK_ROWS = 200_000
 DENSE_MAX_BYTES = 2**30
 DENSE_MAX_RATIO = 100
 
+#: refuse, before any work, a local dataset write whose size is known beforehand (arrays;
+#: text after its first scan: X and y uncompressed, plus the spill files) when the target's
+#: file system has less free space. The estimate ignores compression, so data that compresses
+#: well (mostly zeros) may fit where the check refuses: set False to write anyway.
+CHECK_FREE_SPACE = True
+
 #: rows used by the Gaussian bandwidth rule (Khalid et al.: the first 80,000 training rows).
 BANDWIDTH_ROWS = 80_000
 

@@ -297,3 +297,106 @@ def test_float32_overflow_in_arrays_names_value_row_and_column(tmp_path, kind):
         ingest_array(Xin, np.arange(30) % 2, tmp_path / "s.zarr", dtype="float32",
                      chunk_rows=8, shuffle=True, random_state=3)
     assert _left_behind(tmp_path) == []
+
+
+# ------------------------------------------------------------------------ free space
+
+
+@pytest.fixture
+def small_disk(monkeypatch):
+    """Every file system reports ``small_disk.free`` bytes free; ``small_disk.asked`` lists
+    the paths asked about."""
+    import collections
+    import shutil
+    import types
+
+    disk = types.SimpleNamespace(free=1000, asked=[])
+    usage = collections.namedtuple("usage", "total used free")
+
+    def fake(path):
+        disk.asked.append(os.fspath(path))
+        return usage(10**12, 10**12 - disk.free, disk.free)
+
+    monkeypatch.setattr(shutil, "disk_usage", fake)
+    return disk
+
+
+def _svm_file(path, rows=50):
+    path.write_text("".join(f"{(-1) ** i} 1:{i} 3:0.5\n" for i in range(rows)))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask", "write_dataset"])
+def test_arrays_refused_before_any_work_when_the_disk_is_too_small(tmp_path, small_disk,
+                                                                   kind, monkeypatch):
+    import dask.array as da
+
+    from daskauc.data.ingest import ingest_array, write_dataset
+
+    X = np.ones((100, 4))  # 3,200 bytes of float64, 100 of labels
+    y = np.arange(100) % 2
+    def no_compute(*args, **kwargs):
+        raise AssertionError("computed before the free space was checked")
+
+    monkeypatch.setattr(da.Array, "compute", no_compute)
+    target = tmp_path / "new" / "s.zarr"
+    with pytest.raises(ValueError) as info:
+        if kind == "write_dataset":
+            write_dataset(da.from_array(X, chunks=50), da.from_array(2 * y - 1), target)
+        else:
+            ingest_array(X if kind == "numpy" else da.from_array(X, chunks=50), y, target)
+    msg = str(info.value)
+    assert not isinstance(info.value, OSError)
+    assert msg.startswith(f"{target}: writing it needs 3,300 bytes (3.2 KiB) for X and y "
+                          f"uncompressed, but 1,000 bytes are free on the file system of "
+                          f"{tmp_path};")
+    assert small_disk.asked[0] == str(tmp_path)  # the nearest existing parent
+    assert _left_behind(tmp_path) == []
+
+
+def test_text_ingest_checks_the_space_after_its_first_scan(tmp_path, small_disk):
+    src = _svm_file(tmp_path / "f.svm")  # 50 rows x 3 float32: 600 + 50 bytes, codes 200
+    small_disk.free = 849
+    with pytest.raises(ValueError, match=r"s.zarr: writing it needs 850 bytes for X and y "
+                       r"uncompressed and 200 bytes of spill files, but 849 bytes are free"):
+        ingest(src, tmp_path / "s.zarr")
+    small_disk.free = 1449
+    with pytest.raises(ValueError, match=r"s.zarr: writing it needs 1,450 bytes \(1.4 KiB\) "
+                       r"for X and y uncompressed and 800 bytes of spill files, but 1,449"):
+        ingest(src, tmp_path / "s.zarr", shuffle=True)
+    assert _left_behind(tmp_path) == ["f.svm"]
+    small_disk.free = 1450
+    assert ingest(src, tmp_path / "s.zarr", shuffle=True).X.shape == (50, 3)
+    small_disk.free = 0  # one pass (n_features given): the size is not known, no check
+    assert ingest(src, tmp_path / "s2.zarr", n_features=3).X.shape == (50, 3)
+
+
+def test_urls_are_not_checked(small_disk):
+    import dask.array as da
+
+    from daskauc.data.ingest import write_dataset
+
+    small_disk.free = 0
+    ds = write_dataset(da.ones((10, 2), chunks=5), da.ones(10, dtype=np.int8, chunks=5),
+                       "memory://daskauc-free-space/s.zarr")
+    assert ds.X.shape == (10, 2) and small_disk.asked == []
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_disk_that_fills_up_during_a_one_pass_ingest_is_an_input_error(tmp_path, shuffle,
+                                                                         monkeypatch):
+    """Without a first scan the size is unknown: a full disk is then found by the write,
+    reported as such (not as an OSError, which the CLI takes for a lost cluster)."""
+    import errno
+
+    src = _svm_file(tmp_path / "f.svm")
+    cls = ingest_mod._ShuffleWriter if shuffle else ingest_mod._DirectWriter
+
+    def full(self, chunk):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cls, "write", full)
+    with pytest.raises(ValueError, match=r"new/s.zarr: the file system ran out of space while "
+                       r"writing it \(\[Errno 28\] No space left on device\); nothing was written"):
+        ingest(src, tmp_path / "new" / "s.zarr", n_features=3, shuffle=shuffle)
+    assert _left_behind(tmp_path) == ["f.svm"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import bz2
 import contextlib
 import datetime as _dt
+import errno
 import gzip
 import hashlib
 import io
@@ -574,9 +575,11 @@ def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
 
 
 @contextlib.contextmanager
-def _removing_new_parents(store):
+def _failing_cleanly(store):
     """On failure, remove the (still empty) directories above a local target that did not
-    exist before: a failed write leaves nothing behind, not even the folders it made."""
+    exist before (a failed write leaves nothing behind, not even the folders it made), and
+    report a full file system as the input error it is, not as an ``OSError``, which the
+    command line takes for a lost cluster."""
     p = os.fspath(store)
     made = []
     if not _is_url(p):
@@ -586,10 +589,14 @@ def _removing_new_parents(store):
             parent = os.path.dirname(parent)
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         for parent in made:  # deepest first; a directory someone filled meanwhile stays
             with contextlib.suppress(OSError):
                 os.rmdir(parent)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ValueError(
+                f"{resolve_path(p)}: the file system ran out of space while writing it ({exc});"
+                " nothing was written") from exc
         raise
 
 
@@ -620,6 +627,43 @@ def _check_dense(path, rows: int, d: int, itemsize: int, values: int, max_index:
         f"{values:,} non-zero values read; {where}. Nothing was written. Pass "
         "allow_dense=True to write it anyway (memory stays bounded by one chunk), or reduce "
         "the features first (sparse input is not supported yet)")
+
+
+def _check_free_space(store, needed: int, detail: str) -> None:
+    """Refuse a local write of ``needed`` bytes when the file system it goes to (that of the
+    nearest existing parent of ``store``) has less free space; URLs are not checked."""
+    p = os.fspath(store)
+    if not _config.CHECK_FREE_SPACE or needed <= 0 or _is_url(p):
+        return
+    path = resolve_path(p)
+    probe = os.path.dirname(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    free = shutil.disk_usage(probe).free
+    if needed > free:
+        def exact(n):
+            return f"{n:,} bytes" + (f" ({_nbytes(n)})" if n >= 1024 else "")
+
+        raise ValueError(
+            f"{path}: writing it needs {exact(needed)} for {detail}, but {exact(free)} are "
+            f"free on the file system of {probe}; free some space or write elsewhere (the "
+            "size is uncompressed: if the data compresses well, set "
+            "daskauc._config.CHECK_FREE_SPACE = False to write anyway)")
+
+
+def _check_text_space(store, rows: int, d: int, itemsize: int, shuffle: bool) -> None:
+    """The free space a text ingest needs once its first scan knows the rows: X and y, the
+    label codes' spill file, and the shuffle's spill file of X (beside a local store; in the
+    temporary directory for a URL)."""
+    data = rows * d * itemsize + rows
+    spill = 4 * rows + (rows * d * itemsize if shuffle else 0)
+    if _is_url(os.fspath(store)):
+        _check_free_space(store, data, "X and y uncompressed")
+        _check_free_space(os.path.join(tempfile.gettempdir(), "spill"), spill,
+                          "the spill files of the ingest")
+        return
+    _check_free_space(store, data + spill,
+                      f"X and y uncompressed and {_nbytes(spill)} of spill files")
 
 
 def _spill_dir(store) -> str:
@@ -769,7 +813,7 @@ def ingest(
               positive_classes=positive_classes, dtype=dtype, chunk_rows=chunk_rows,
               shuffle=shuffle, random_state=random_state, overwrite=overwrite, params=params,
               allow_dense=allow_dense)
-    with _removing_new_parents(store):
+    with _failing_cleanly(store):
         try:
             _ingest_text(zero_based=zero_based, **kw)
         except _ZeroIndexSeen as exc:
@@ -844,6 +888,8 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
     if n_rows is not None and n_rows == 0:
         raise ValueError(f"{path} holds no data rows")
     d = int(n_features)
+    if n_rows is not None:  # the size is known (a first scan): check the space before work
+        _check_text_space(store, n_rows, d, dtype.itemsize, shuffle)
     cr = int(chunk_rows or _config.chunk_rows_for(d, dtype.itemsize, n_rows))
     parser = _Parser(path, fmt, d, dtype, cr, index_base=index_base,
                      label_col=opts.get("label_col", 0), n_cols=opts.get("n_cols", 0),
@@ -1107,6 +1153,8 @@ def ingest_array(
             yd = yd.ravel()
         if yd.ndim != 1 or yd.shape[0] != Xd.shape[0]:
             raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
+        _check_free_space(store, Xd.shape[0] * (Xd.shape[1] * Xd.dtype.itemsize + 1),
+                          "X and y uncompressed")
         uniq = np.unique(da.unique(yd).compute())
         if uniq.dtype.kind == "f" and not np.isfinite(uniq).all():
             raise ValueError("y contains NaN or infinity")
@@ -1138,6 +1186,8 @@ def ingest_array(
         yn = yn.ravel()
     if yn.ndim != 1 or yn.shape[0] != Xn.shape[0]:
         raise ValueError(f"X has {Xn.shape[0]} rows but y has shape {yn.shape}; they must match")
+    _check_free_space(store, Xn.shape[0] * (Xn.shape[1] * target.itemsize + 1),
+                      "X and y uncompressed")
     if yn.dtype.kind == "f" and not np.isfinite(yn).all():
         row = int(np.argmin(np.isfinite(yn)))
         raise ValueError(f"y contains NaN or infinity (first at row {row})")
@@ -1151,7 +1201,8 @@ def ingest_array(
     ypm = _to_pm1(yn, positives)
     cr = int(chunk_rows or _config.chunk_rows_for(d, target.itemsize, n))
     perm = np.random.default_rng(seed).permutation(n) if shuffle else None
-    with writing_store(store, overwrite=overwrite, kind="dataset") as group:
+    with _failing_cleanly(store), \
+            writing_store(store, overwrite=overwrite, kind="dataset") as group:
         zX = create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=target)
         zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
         for a in range(0, n, cr):
@@ -1231,6 +1282,7 @@ def write_dataset(
     n, d = Xd.shape
     if n == 0:
         raise ValueError("X has no rows")
+    _check_free_space(store, n * (d * Xd.dtype.itemsize + 1), "X and y uncompressed")
     cr = int(chunk_rows or max(Xd.chunks[0]))
     target = tuple([cr] * (n // cr) + ([n % cr] if n % cr else []))
     if Xd.chunks[0] != target:
@@ -1248,8 +1300,9 @@ def write_dataset(
         return zX, zy
 
     if compute:
-        with writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
-                           storage_options=storage_options) as group:
+        with _failing_cleanly(store), \
+                writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
+                              storage_options=storage_options) as group:
             zX, zy = _arrays(group)
             stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
             _, c = dask.compute(stored, counts)
