@@ -57,6 +57,16 @@ MAX_CHUNK_ROWS = 200_000
 DENSE_MAX_BYTES = 2**30
 DENSE_MAX_RATIO = 100
 
+#: the longest line a text ingest reads (without its newline). Lines are held whole in
+#: memory; a file without line breaks (binary data, one giant record) would otherwise be
+#: read until memory runs out. A dense row of 64 MiB of text holds millions of values.
+MAX_LINE_BYTES = 64 * 2**20
+
+#: the most distinct raw label tokens a text ingest accepts: it keeps a table of them for
+#: the whole pass, and a regression target or an ID column read as labels would grow it with
+#: every row (a two-class file has two, or a few spellings of them).
+MAX_LABELS = 65_536
+
 #: refuse, before any work, a local dataset write whose size is known beforehand (arrays;
 #: text after its first scan: X and y uncompressed, plus the spill files) when the target's
 #: file system has less free space. The estimate ignores compression, so data that compresses

@@ -1,8 +1,9 @@
 """Damaged and hostile text input: every fault is one ValueError naming the file and the
 cause, nothing is left behind, and memory stays bounded by the chunk size.
 
-Memory is measured in a child process (``ru_maxrss`` of RUSAGE_CHILDREN, under a hard
-``RLIMIT_AS``), never by allocating the amounts the bugs allocated.
+Memory is measured in a child process (its peak RSS, VmHWM, under a hard ``RLIMIT_AS``),
+never by allocating the amounts the bugs allocated. Not ``ru_maxrss``: Linux carries the
+parent's peak across the exec, so a child of a big pytest process reports at least that.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import pytest
 from daskauc.data.ingest import ingest
 
 ingest_mod = importlib.import_module("daskauc.data.ingest")
+
+# on the session's cluster a failed write's other tasks can still be writing chunks into the
+# hidden partial store when the abort removes it (see the report of this change)
+pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
 _COMPRESS = {"gzip": (".gz", gzip.compress), "xz": (".xz", lzma.compress),
              "bz2": (".bz2", bz2.compress)}
@@ -133,7 +138,8 @@ try:
            "row_sums": ds.X.sum(axis=1).compute().tolist()}
 except Exception as exc:
     out = {"error": type(exc).__name__, "message": str(exc)}
-out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out["peak_mb"] = [int(v.split()[1]) / 1024 for v in open("/proc/self/status")
+                 if v.startswith("VmHWM:")][0]  # ru_maxrss keeps the parent's
 print(json.dumps(out))
 """
 
@@ -400,3 +406,136 @@ def test_a_disk_that_fills_up_during_a_one_pass_ingest_is_an_input_error(tmp_pat
                        r"writing it \(\[Errno 28\] No space left on device\); nothing was written"):
         ingest(src, tmp_path / "new" / "s.zarr", n_features=3, shuffle=shuffle)
     assert _left_behind(tmp_path) == ["f.svm"]
+
+
+# ------------------------------------------------------------------------ unbounded input
+
+_LONG_LINE_CHILD = """
+import gzip, json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+from daskauc.data.ingest import ingest
+try:
+    ingest(sys.argv[1], sys.argv[2])
+    out = {"error": None}
+except Exception as exc:
+    out = {"error": type(exc).__name__, "message": str(exc)[:300]}
+out["peak_mb"] = [int(v.split()[1]) / 1024 for v in open("/proc/self/status")
+                 if v.startswith("VmHWM:")][0]  # ru_maxrss keeps the parent's
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("line", [1, 25])
+def test_a_line_longer_than_memory_is_refused_with_bounded_memory(tmp_path, line):
+    """A 1.5 GiB line (a 1.5 MB .gz file): the first lines were read with an unbounded
+    readline and the blocks of an unfinished line were concatenated again and again
+    (quadratic, then a MemoryError under the 3 GiB limit); now it is refused at
+    _config.MAX_LINE_BYTES with its line number."""
+    import json
+    import subprocess
+    import sys
+
+    src = tmp_path / "long.svm.gz"
+    piece = b"1" * (16 * 2**20)
+    with gzip.open(src, "wb", compresslevel=1) as f:
+        for i in range(line - 1):
+            f.write(f"{(-1) ** i} 1:{i}\n".encode())
+        f.write(b"+1 1:")
+        for _ in range(96):
+            f.write(piece)
+        f.write(b"\n-1 1:2\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", _LONG_LINE_CHILD, str(src), str(tmp_path / "s")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["error"] == "ValueError", out
+    assert out["message"].startswith(f"{src}, line {line}: longer than 64.0 MiB"), out
+    assert out["peak_mb"] < 700, out["peak_mb"]
+    assert _left_behind(tmp_path) == [src.name]
+
+
+def test_long_lines_up_to_the_limit_are_read(tmp_path, monkeypatch):
+    from daskauc import _config
+
+    row = "+1 " + " ".join(f"{j}:{j}" for j in range(1, 60))
+    monkeypatch.setattr(ingest_mod, "_BLOCK_BYTES", 64)
+    monkeypatch.setattr(_config, "MAX_LINE_BYTES", len(row) - 1)
+    src = tmp_path / "f.svm"
+    src.write_text(f"-1 1:5\n{row[:-1]}\n-1 2:1\n{row}\n")  # 59:5 fits, 59:59 does not
+    with pytest.raises(ValueError, match=rf"f.svm, line 4: longer than {len(row) - 1} bytes"):
+        ingest(src, tmp_path / "s.zarr")
+    src.write_text(f"{row[:-1]}\n-1 1:5\n{row[:-1]}")  # first line, last line without \n
+    ds = ingest(src, tmp_path / "s.zarr", n_features=59)
+    assert ds.X.shape == (3, 59) and ds.X[2].sum().compute() == sum(range(1, 59)) + 5
+
+
+@pytest.mark.parametrize("delimiter", [",", " "])
+def test_a_wide_first_line_is_inspected_without_a_list_of_its_fields(tmp_path, delimiter):
+    """The dense layout split the first line into a Python list (about 60 bytes a field,
+    30 times its text: 250 MB for this 8 MB line); it is now counted and inspected lazily."""
+    import tracemalloc
+
+    d = 2_000_000
+    head = [(0, delimiter.join(["0.5"] * d + ["1"]))]
+    tracemalloc.start()
+    try:
+        layout = ingest_mod._dense_layout("w.csv", head, delimiter, None, -1, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert layout["n_cols"] == d + 1 and layout["header"] is False
+    assert peak < 20 * 2**20, peak
+    numbered = [(0, delimiter.join(str(k) for k in range(1, 6)))]
+    assert ingest_mod._dense_layout("h.csv", numbered, delimiter, None, -1, None)["header"]
+
+
+def test_a_long_label_token_is_coded_in_bounded_blocks(tmp_path, monkeypatch):
+    """Label codes gathered every row's token into rows x (longest token) bytes at once:
+    one 1 MB label in a chunk of 200,000 rows asked for 200 GB."""
+    sizes = []
+    real = ingest_mod._gather_tokens
+
+    def recording(buf, spans):
+        out = real(buf, spans)
+        sizes.append(out.nbytes)
+        return out
+
+    monkeypatch.setattr(ingest_mod, "_gather_tokens", recording)
+    long_label = "x" * 2**20
+    src = tmp_path / "labels.csv"
+    src.write_text("".join(f"{i},{'a' if i % 2 else 'b'}\n" for i in range(200))
+                   + f"7,{long_label}\n")
+    with pytest.raises(ValueError, match="positive_classes"):  # three labels, none given
+        ingest(src, tmp_path / "s.zarr")
+    assert max(sizes) <= 16 * 2**20, max(sizes)
+
+
+def test_too_many_distinct_labels_stop_the_pass_early(tmp_path, monkeypatch):
+    """A regression target or an ID column as labels: the table of raw label tokens grew
+    with every distinct value until the end of the pass; it stops at _config.MAX_LABELS."""
+    from daskauc import _config
+
+    monkeypatch.setattr(_config, "MAX_LABELS", 50)
+    src = tmp_path / "reg.csv"
+    src.write_text("".join(f"{i * 0.5},{i * 0.25}\n" for i in range(500)))
+    with pytest.raises(ValueError, match=r"reg.csv, line 51: more than 50 distinct labels "
+                                         r"\(this one: '12.5'\)"):
+        ingest(src, tmp_path / "s.zarr", chunk_rows=30)
+    assert _left_behind(tmp_path) == ["reg.csv"]
+
+
+def test_a_row_wider_than_a_chunk_can_hold_is_refused(tmp_path):
+    """n_features=10**10 with allow_dense=True: one row is 40 GB; refused before anything
+    is allocated, whatever allow_dense says."""
+    src = _svm_file(tmp_path / "f.svm")
+    with pytest.raises(ValueError, match=r"one row of 10,000,000,000 features takes 37.3 GiB"):
+        ingest(src, tmp_path / "s.zarr", n_features=10**10, allow_dense=True)
+    assert _left_behind(tmp_path) == ["f.svm"]
+
+
+def test_an_error_quotes_a_huge_token_briefly(tmp_path):
+    src = tmp_path / "bad.svm"
+    src.write_text("+1 1:1\n-1 " + "x" * 10**6 + "\n")
+    with pytest.raises(ValueError) as info:
+        ingest(src, tmp_path / "s.zarr")
+    assert len(str(info.value)) < 400 and "1,000,000 characters" in str(info.value)

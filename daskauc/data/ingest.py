@@ -86,6 +86,7 @@ _DENSE_EXT = {".csv": ",", ".tsv": "\t"}
 _FORMATS = {"libsvm": "libsvm", "svmlight": "libsvm", "csv": "csv", "dense": "csv", "txt": "csv"}
 _BLOCK_BYTES = 8 * 2**20
 _SLOW_CAPACITY = 1 << 16
+_TOKEN_BLOCK_BYTES = 8 * 2**20
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,34 +207,68 @@ def _open_text(path: str, compression: str | None, hasher: list | None = None):
 
 
 def _iter_blocks(stream, block_bytes: int | None = None) -> Iterator[np.ndarray]:
-    """Yield uint8 arrays of complete lines (each ending in a newline)."""
+    """Yield uint8 arrays of complete lines (each ending in a newline).
+
+    A line longer than ``_config.MAX_LINE_BYTES`` is an error naming it: the unfinished
+    line's pieces were concatenated again at every block (quadratic) until memory ran out.
+    """
     block_bytes = block_bytes or _BLOCK_BYTES
-    rest = b""
+    max_line = _config.MAX_LINE_BYTES
+    pieces: list[bytes] = []  # the unfinished line
+    held = 0
+    lines = 0  # complete lines yielded
     while True:
         data = stream.read(block_bytes)
         if not data:
-            if rest:
-                yield np.frombuffer(rest + b"\n", dtype=np.uint8)
+            if pieces:
+                yield np.frombuffer(b"".join(pieces) + b"\n", dtype=np.uint8)
             return
-        if rest:
-            data = rest + data
         cut = data.rfind(b"\n")
+        first = data.find(b"\n") if cut >= 0 else len(data)
+        if held + first > max_line:  # lines after the first are shorter than a block
+            _line_too_long(stream, lines + 1)
         if cut < 0:
-            rest = data
+            pieces.append(data)
+            held += len(data)
             continue
-        yield np.frombuffer(data, dtype=np.uint8, count=cut + 1)
-        rest = data[cut + 1 :]
+        if pieces:
+            block = np.frombuffer(b"".join([*pieces, data[: cut + 1]]), dtype=np.uint8)
+        else:
+            block = np.frombuffer(data, dtype=np.uint8, count=cut + 1)
+        lines += data.count(b"\n", 0, cut + 1)
+        yield block
+        pieces = [data[cut + 1 :]] if cut + 1 < len(data) else []
+        held = len(data) - cut - 1
 
 
-def _head_lines(path: str, compression: str | None, n_lines: int = 20) -> list[tuple[int, str]]:
+def _line_too_long(stream, line: int):
+    raise ValueError(
+        f"{getattr(stream, 'path', 'the input')}, line {line}: longer than "
+        f"{_nbytes(_config.MAX_LINE_BYTES)} without a line break; a text file holds one row "
+        "a line: check that this is one, or raise daskauc._config.MAX_LINE_BYTES if its rows "
+        "are that long")
+
+
+#: the first lines used to detect the format and the dense layout: at most this many lines
+#: and, after the first line (always read whole), about this many bytes.
+_HEAD_LINES = 20
+_HEAD_BYTES = 2**20
+
+
+def _head_lines(path: str, compression: str | None) -> list[tuple[int, str]]:
     """The first non-blank, non-comment lines as ``(line_index, text)``."""
     out: list[tuple[int, str]] = []
+    held = 0
+    max_line = _config.MAX_LINE_BYTES
     with _open_text(path, compression) as f:
-        for i, raw in enumerate(iter(f.readline, b"")):
+        for i, raw in enumerate(iter(lambda: f.readline(max_line + 1), b"")):
+            if len(raw) > max_line and not raw.endswith(b"\n"):
+                _line_too_long(f, i + 1)
             text = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
             if text:
                 out.append((i, text))
-                if len(out) >= n_lines:
+                held += len(text)
+                if len(out) >= _HEAD_LINES or held > _HEAD_BYTES:
                     break
     return out
 
@@ -248,17 +283,45 @@ def _detect_format(path: str, head: list[tuple[int, str]]) -> str:
         return "libsvm"
     if ext in _DENSE_EXT:
         return "csv"
-    pair = re.compile(r"^\d+:\S")
-    for _, text in head:
-        if any(pair.match(tok) for tok in text.split()[1:]):
-            return "libsvm"
+    pair = re.compile(r"\s\d+:\S")  # a token after the label that starts with "index:"
+    if any(pair.search(text) for _, text in head):
+        return "libsvm"
     return "csv"
 
 
-def _split_fields(text: str, delim: int) -> list[str]:
+def _iter_fields(text: str, delim: int) -> Iterator[str]:
+    """The fields of a line, one at a time (a wide line held as a list of Python strings
+    took about 60 bytes a field, 30 times its text)."""
     if delim < 0:
-        return text.split()
-    return [t.strip() for t in text.split(chr(delim))]
+        for m in re.finditer(r"\S+", text):
+            yield m.group()
+        return
+    sep, start = chr(delim), 0
+    while True:
+        end = text.find(sep, start)
+        if end < 0:
+            yield text[start:].strip()
+            return
+        yield text[start:end].strip()
+        start = end + 1
+
+
+_IS_WORD = np.ones(256, dtype=bool)
+_IS_WORD[[9, 10, 11, 12, 13, 32]] = False
+
+
+def _count_fields(text: str, delim: int) -> int:
+    """The number of fields of a line (whitespace runs counted 1 MiB at a time)."""
+    if delim >= 0:
+        return text.count(chr(delim)) + 1
+    raw = text.encode("utf-8", "replace")
+    n, prev = 0, False
+    for a in range(0, len(raw), 1 << 20):
+        w = _IS_WORD[np.frombuffer(raw, dtype=np.uint8, count=min(1 << 20, len(raw) - a),
+                                   offset=a)]
+        n += int(w[0] and not prev) + int(np.count_nonzero(w[1:] & ~w[:-1]))
+        prev = bool(w[-1])
+    return n
 
 
 def _is_number(tok: str) -> bool:
@@ -269,17 +332,23 @@ def _is_number(tok: str) -> bool:
     return True
 
 
-def _looks_like_header(fields: list[str], label_col: int) -> bool:
-    features = [t for k, t in enumerate(fields) if k != label_col]
-    if not any(_is_number(t) for t in features):  # names, not values
-        return True
+def _looks_like_header(text: str, delim: int, label_col: int) -> bool:
+    fields = _iter_fields(text, delim)
+    if not any(_is_number(t) for k, t in enumerate(fields) if k != label_col):
+        return True  # names, not values
     # a header written by a dataframe library: the column numbers 0..k-1 or 1..k
-    try:
-        ints = [int(t.strip("\"'")) for t in fields]
-    except ValueError:
-        return False
-    k = len(ints)
-    return k >= 3 and ints in (list(range(k)), list(range(1, k + 1)))
+    zero_based = one_based = True
+    k = 0
+    for k, t in enumerate(_iter_fields(text, delim), 1):
+        try:
+            v = int(t.strip("\"'"))
+        except ValueError:
+            return False
+        zero_based &= v == k - 1
+        one_based &= v == k
+        if not (zero_based or one_based):
+            return False
+    return k >= 3
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,11 +487,27 @@ class _Parser:
                      int(self.stats[0]), int(self.stats[4]) + 1, so_far=True)
 
     def _codes(self, buf, a, b) -> None:
-        toks = _gather_tokens(buf, self.spans[a:b])
-        uniq, inv = np.unique(toks, return_inverse=True)
-        table = self.tokens
-        m = np.array([table.setdefault(bytes(t), len(table)) for t in uniq], dtype=np.int32)
-        self.codes[a:b] = m[inv.ravel()]
+        """Code rows a..b-1 by their raw label token, a few MiB of tokens at a time (rows x
+        the longest token at once took 200 GB for one 1 MB label in a 200,000-row chunk)."""
+        spans, table, cap = self.spans, self.tokens, _config.MAX_LABELS
+        longest = int((spans[a:b, 1] - spans[a:b, 0]).max())
+        step = max(1, _TOKEN_BLOCK_BYTES // max(1, longest))
+        for s in range(a, b, step):
+            e = min(b, s + step)
+            before = len(table)
+            uniq, inv = np.unique(_gather_tokens(buf, spans[s:e]), return_inverse=True)
+            m = np.array([table.setdefault(bytes(t), len(table)) for t in uniq], dtype=np.int32)
+            codes = self.codes[s:e] = m[inv.ravel()]
+            if len(table) > cap:  # the row whose label is the first beyond the cap, in order
+                new = np.flatnonzero(codes >= before)
+                _, first = np.unique(codes[new], return_index=True)
+                r = s + int(np.sort(new[first])[cap - before])
+                tok = bytes(buf[spans[r, 0] : spans[r, 1]]).decode("utf-8", "replace")
+                raise ValueError(
+                    f"{self.path}, line {self.lines[r] + 1}: more than {cap:,} distinct labels "
+                    f"(this one: {_shown(tok)!r}): is the label column a regression target or "
+                    "an ID? check the format and label_column, or raise "
+                    "daskauc._config.MAX_LABELS if the file really has that many classes")
 
     def _fix_slow(self, buf) -> None:
         k = int(self.stats[2])
@@ -445,10 +530,10 @@ class _Parser:
         self.stats[2] = 0
 
     def _raise(self, buf, status, err, line) -> None:
-        end = err
-        while end < buf.shape[0] and buf[end] not in (9, 10, 13, 32):
-            end += 1
-        tok = bytes(buf[err:end]).decode("utf-8", "replace")
+        tail = buf[err:]
+        blank = np.flatnonzero((tail == 9) | (tail == 10) | (tail == 13) | (tail == 32))
+        end = err + (int(blank[0]) if blank.size else tail.shape[0])
+        tok = _shown(bytes(buf[err:end]).decode("utf-8", "replace"))
         where = f"{self.path}, line {line + 1}"
         d = self.X.shape[1]
         if status == K.E_ZERO:
@@ -838,8 +923,7 @@ def _dense_layout(path, head, delimiter, header, label_column, n_features) -> di
             delim = ord(",") if "," in first else -1
     else:
         delim = -1 if delimiter == " " else ord(delimiter)
-    fields = _split_fields(first, delim)
-    n_cols = len(fields)
+    n_cols = _count_fields(first, delim)
     if n_cols < 2:
         raise ValueError(f"{path}, line {first_line + 1}: found {n_cols} field(s); need the "
                          "label and at least one feature (check the delimiter)")
@@ -847,7 +931,7 @@ def _dense_layout(path, head, delimiter, header, label_column, n_features) -> di
         raise ValueError(f"label_column={label_column} is out of range for {n_cols} columns")
     label_col = label_column % n_cols
     if header is None:
-        header = _looks_like_header(fields, label_col)
+        header = _looks_like_header(first, delim, label_col)
     if n_features is not None and n_features != n_cols - 1:
         raise ValueError(f"{path} has {n_cols - 1} feature columns but n_features={n_features}")
     return {"delim": delim, "n_cols": n_cols, "label_col": label_col, "header": bool(header),
@@ -888,6 +972,12 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
     if n_rows is not None and n_rows == 0:
         raise ValueError(f"{path} holds no data rows")
     d = int(n_features)
+    if d * dtype.itemsize > _config.DENSE_MAX_BYTES:  # a chunk holds whole rows
+        raise ValueError(
+            f"{path}: one row of {d:,} features takes {_nbytes(d * dtype.itemsize)} "
+            f"({dtype.name}), more than a chunk can hold (_config.DENSE_MAX_BYTES = "
+            f"{_nbytes(_config.DENSE_MAX_BYTES)}), even with allow_dense=True; reduce the "
+            "features first (sparse input is not supported yet)")
     if n_rows is not None:  # the size is known (a first scan): check the space before work
         _check_text_space(store, n_rows, d, dtype.itemsize, shuffle)
     cr = int(chunk_rows or _config.chunk_rows_for(d, dtype.itemsize, n_rows))
