@@ -738,10 +738,12 @@ def _check_free_space(store, needed: int, detail: str) -> None:
 
 def _check_text_space(store, rows: int, d: int, itemsize: int, shuffle: bool) -> None:
     """The free space a text ingest needs once its first scan knows the rows: X and y, the
-    label codes' spill file, and the shuffle's spill file of X (beside a local store; in the
+    label codes' spill file, and the shuffle's spill files (beside a local store; in the
     temporary directory for a URL)."""
     data = rows * d * itemsize + rows
-    spill = 4 * rows + (rows * d * itemsize if shuffle else 0)
+    spill = 4 * rows  # label codes
+    if shuffle:  # X, each row's place in its chunk, the permutation
+        spill += rows * (d * itemsize + 4 + _perm_itemsize(rows))
     if _is_url(os.fspath(store)):
         _check_free_space(store, data, "X and y uncompressed")
         _check_free_space(os.path.join(tempfile.gettempdir(), "spill"), spill,
@@ -1094,24 +1096,40 @@ class _DirectWriter:
         return counts
 
 
+def _perm_itemsize(n: int) -> int:
+    return 4 if n < 2**31 else 8
+
+
 class _ShuffleWriter:
     """Bounded-memory shuffle: spill each row into its destination chunk's region, then
     read every destination chunk back, put its rows in their final order and write it.
 
     The final order is a uniform random permutation ``perm`` (row ``i`` goes to position
-    ``perm[i]``), drawn from the seed; only n-vectors are held in memory besides one chunk.
+    ``perm[i]``), drawn from the seed: the same as ``default_rng(seed).permutation(n)``. It
+    lives in a memory-mapped file of the spill directory, and each spilled row's position in
+    its destination chunk is spilled beside it, so the memory held does not grow with the
+    rows: ``permutation(n)`` and its inverse (``argsort``) held 16-24 bytes a row, 24 GB for
+    the billion rows a first scan can report.
     """
 
     def __init__(self, zX, spill: str, n: int, cr: int, d: int, dtype, seed):
         self.zX, self.cr, self.d, self.dtype, self.n_total = zX, cr, d, dtype, n
-        rng = np.random.default_rng(seed)
-        self.perm = rng.permutation(n)
+        idx = np.dtype(np.int32 if _perm_itemsize(n) == 4 else np.int64)
+        self.perm_map = np.memmap(os.path.join(spill, "perm.bin"), dtype=idx, mode="w+",
+                                  shape=(n,))
+        self.perm = self.perm_map.view(np.ndarray)  # Generator.shuffle of a memmap: 70x slower
+        step = 1 << 22
+        for a in range(0, n, step):
+            self.perm[a : a + step] = np.arange(a, min(n, a + step), dtype=idx)
+        np.random.default_rng(seed).shuffle(self.perm)  # = permutation(n), in place
         self.fill = np.zeros(-(-n // cr), dtype=np.int64)
         self.row_bytes = d * dtype.itemsize
         self.x_path = os.path.join(spill, "X.bin")
         self.c_path = os.path.join(spill, "codes.i32")
+        self.l_path = os.path.join(spill, "local.i32")  # each row's place in its chunk
         self.x_fd = os.open(self.x_path, os.O_RDWR | os.O_CREAT, 0o600)
         self.c_fd = os.open(self.c_path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.l_fd = os.open(self.l_path, os.O_RDWR | os.O_CREAT, 0o600)
         self.n = 0
 
     def close(self) -> None:
@@ -1119,32 +1137,35 @@ class _ShuffleWriter:
         again): a second ``os.close`` of the same number closes whatever file the process
         opened with that number in between, such as another thread's, and made
         ``shutil.rmtree`` of the spill directory fail with EBADF."""
-        for name in ("x_fd", "c_fd"):
+        for name in ("x_fd", "c_fd", "l_fd"):
             fd = getattr(self, name)
             if fd >= 0:
                 setattr(self, name, -1)
                 os.close(fd)
+        self.perm = self.perm_map = None  # unmaps the permutation's file
 
     def write(self, chunk: _Chunk) -> None:
         m = chunk.X.shape[0]
         a, b = self.n, self.n + m
         if b > self.n_total:
             raise RuntimeError("the file has more rows than its first scan found")
-        dest = self.perm[a:b] // self.cr
+        final = self.perm[a:b]
+        dest = final // self.cr
         order = np.argsort(dest, kind="stable")
-        bounds = np.searchsorted(dest[order], np.arange(self.fill.size + 1))
-        for j in np.flatnonzero(np.diff(bounds)):
-            sel = order[bounds[j] : bounds[j + 1]]
-            off = j * self.cr + self.fill[j]
-            os.pwrite(self.x_fd, np.ascontiguousarray(chunk.X[sel]).data, int(off) * self.row_bytes)
-            os.pwrite(self.c_fd, np.ascontiguousarray(chunk.codes[sel]).data, int(off) * 4)
+        js, starts = np.unique(dest[order], return_index=True)
+        ends = np.append(starts[1:], m)
+        for j, s0, s1 in zip(js.tolist(), starts.tolist(), ends.tolist(), strict=True):
+            sel = order[s0:s1]
+            off = j * self.cr + int(self.fill[j])
+            os.pwrite(self.x_fd, np.ascontiguousarray(chunk.X[sel]).data, off * self.row_bytes)
+            os.pwrite(self.c_fd, np.ascontiguousarray(chunk.codes[sel]).data, off * 4)
+            local = (final[sel] - j * self.cr).astype(np.int32)
+            os.pwrite(self.l_fd, local.data, off * 4)
             self.fill[j] += sel.size
         self.n = b
 
     def finish(self, zy, lut: np.ndarray) -> np.ndarray:
         self.close()
-        inv = np.argsort(self.perm)  # inv[p] = source row at final position p
-        del self.perm
         counts = np.zeros(2, dtype=np.int64)
         for j in range(self.fill.size):
             a = j * self.cr
@@ -1152,11 +1173,12 @@ class _ShuffleWriter:
             bucket = np.fromfile(self.x_path, dtype=self.dtype, count=m * self.d,
                                  offset=a * self.row_bytes).reshape(m, self.d)
             codes = np.fromfile(self.c_path, dtype=np.int32, count=m, offset=4 * a)
-            order = np.argsort(inv[a : a + m])
+            local = np.fromfile(self.l_path, dtype=np.int32, count=m, offset=4 * a)
             X = np.empty_like(bucket)
-            X[order] = bucket
+            X[local] = bucket
+            del bucket
             yb = np.empty(m, dtype=np.int8)
-            yb[order] = lut[codes]
+            yb[local] = lut[codes]
             self.zX[a : a + m] = X
             zy[a : a + m] = yb
             pos = int(np.count_nonzero(yb > 0))
