@@ -6,7 +6,9 @@ provenance in the group attributes. Every write goes through the safe-write prot
 :func:`~daskauc.data.store.writing_store`: an interrupted ingest never leaves a store that
 opens as complete, and an existing store is only replaced with ``overwrite=True``.
 
-How a text file is read (memory is bounded by one row chunk plus one block of text):
+How a text file is read (memory is bounded by a few row chunks, one block of text and one
+line, whatever the input: a chunk is about ``_config.TARGET_CHUNK_BYTES`` or one row, a line
+at most ``_config.MAX_LINE_BYTES``, the label table at most ``_config.MAX_LABELS`` tokens):
 
 * The file is decompressed on the fly (``.bz2``, ``.xz``/``.lzma``, ``.gz``, or by magic bytes)
   and cut into blocks of complete lines that numba kernels parse straight into a dense
@@ -16,14 +18,19 @@ How a text file is read (memory is bounded by one row chunk plus one block of te
   ``n_features=None`` a first, cheap streaming scan finds the largest feature index and the
   row count (and whether indices are 0-based); with ``n_features`` given the file is read
   once. Dense text gets its width from its first line. ``shuffle=True`` always scans first,
-  because the shuffle needs the row count.
+  because the shuffle needs the row count. LIBSVM that would densify into something absurd
+  (see ``allow_dense``) is refused before anything is written, and once the size is known
+  the free space of the target's file system is checked before any work.
+* Damage to compressed input (truncated, corrupt) is one ``ValueError`` naming the file,
+  wherever the stream is read.
 * Labels are not converted while parsing: each row keeps a code for its raw label token and
   the codes are spilled to a temporary file. When the pass is over the label set is known,
   it is mapped to {-1, +1} by the rules of :func:`daskauc._validation.label_classes` and
   ``y`` is written from the spilled codes (a pass over 4 bytes per row, not over ``X``).
 * ``shuffle=True`` gives a uniformly random row permutation with bounded memory: every row
   is sent to its destination chunk's region of a temporary spill file as its chunk is
-  parsed, then each destination chunk is read back, put in its final order and written.
+  parsed, then each destination chunk is read back, put in its final order and written. The
+  permutation itself is a memory-mapped spill file too.
 """
 
 from __future__ import annotations
@@ -850,10 +857,15 @@ def ingest(
     Notes
     -----
     Parsing is done by numba kernels over blocks of decompressed bytes; a row chunk is
-    written as soon as it is full, so memory is bounded by one chunk and one 8 MiB block.
-    Lines are split at ``#`` (comments), blank lines are skipped, LIBSVM ``qid:`` tokens are
-    ignored and a repeated index keeps its last value. Errors (a malformed token, NaN or inf,
-    a ragged dense row) name the file and the line. The attributes record the counts,
+    written as soon as it is full, so memory is bounded by a few chunks, one 8 MiB block and
+    one line (at most ``_config.MAX_LINE_BYTES``). Lines are split at ``#`` (comments), blank
+    lines are skipped, LIBSVM ``qid:`` tokens are ignored and a repeated index keeps its last
+    value. Errors (a malformed token, NaN or inf, a value that overflows float32, a ragged
+    dense row, more than ``_config.MAX_LABELS`` distinct labels, a line too long) name the
+    file and the line; a truncated or corrupt compressed file is a ``ValueError`` naming the
+    file, the format and the cause. Where the size is known before writing (after the first
+    scan), a target file system without room for the store and the spill files is refused
+    before any work (``_config.CHECK_FREE_SPACE``). The attributes record the counts,
     the classes mapped to -1 and +1, the source (path, format, compression, sha256 of the
     stored bytes, size, mtime), the creation parameters, the dtype, the chunking and the
     shuffle seed.
@@ -1237,7 +1249,10 @@ def ingest_array(
     numpy input is written from the client chunk by chunk (it is already in this process);
     dask input is written by :func:`write_dataset` in one compute on the current scheduler,
     with finiteness checked and class counts taken in that same pass. For dask ``y`` the
-    distinct labels are found first (one small pass over ``y`` only).
+    distinct labels are found first (one small pass over ``y`` only). A value that
+    overflows ``dtype`` (``1e308`` as float32) is an error naming ``X[row, col]``, found in
+    the write pass. Before any work, a local target whose file system has less free space than
+    X and y uncompressed is refused (``_config.CHECK_FREE_SPACE``).
     """
     if dtype is not None:
         dtype = np.dtype(dtype)
