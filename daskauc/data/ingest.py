@@ -48,6 +48,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -1430,9 +1431,14 @@ def write_dataset(
         with _failing_cleanly(store), \
                 writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
                               storage_options=storage_options) as group:
-            zX, zy = _arrays(group)
-            stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
-            _, c = dask.compute(stored, counts)
+            targets = [_GuardedTarget(z) for z in _arrays(group)]
+            try:
+                stored = da.store([Xd, yd], targets, lock=False, compute=False)
+                _, c = dask.compute(stored, counts)
+            except BaseException:
+                for t in targets:
+                    t.close_and_wait()
+                raise
             group.attrs.update(_counts_attrs(c))
         return open_dataset(store, storage_options=storage_options)
 
@@ -1441,6 +1447,45 @@ def write_dataset(
     zX, zy = _arrays(pending.group)
     stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
     return pending.commit_delayed(stored, counts, attrs_from=_attrs_from_store_and_counts)
+
+
+class _GuardedTarget:
+    """A Zarr array that refuses writes once its write has failed, so that the failure can
+    wait for the writes in flight before the partial store is removed: dask's local
+    schedulers raise the first task error while other tasks still run, and a chunk written
+    after the abort re-created the hidden partial store. Pickled (to distributed workers)
+    it is the plain array."""
+
+    def __init__(self, array):
+        self._array = array
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._closed = False
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+
+    def __setitem__(self, key, value) -> None:
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("this write was abandoned after another task failed")
+            self._busy += 1
+        try:
+            self._array[key] = value
+        finally:
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+
+    def close_and_wait(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._busy == 0)
+
+    def __reduce__(self):
+        return (_same, (self._array,))
+
+
+def _same(x):
+    return x
 
 
 def _attrs_from_store_and_counts(_stored, counts) -> dict:
