@@ -44,9 +44,34 @@ PAIR_CHUNKS = 8
 #: cached and 25 ms streamed per matrix-vector product (2 workers, page cache).
 STREAMED_CHUNK_COST = 3.0
 
-#: bounds on the number of rows in a chunk chosen by daskauc.
-MIN_CHUNK_ROWS = 1_000
+#: bounds on the number of rows in a chunk chosen by daskauc. The floor is one row: a floor
+#: of 1,000 rows made a chunk of 3,000,000 float32 features 12 GB, whatever
+#: TARGET_CHUNK_BYTES said; a chunk now stays about TARGET_CHUNK_BYTES (or one row).
+MIN_CHUNK_ROWS = 1
 MAX_CHUNK_ROWS = 200_000
+
+#: LIBSVM text is sparse and daskauc stores it dense. An ingest that would densify it into
+#: more than DENSE_MAX_BYTES AND more than DENSE_MAX_RATIO times the bytes of the non-zero
+#: values read (fewer than 1% of the entries non-zero) is refused unless ``allow_dense=True``:
+#: one stray index of 3,000,000 turns a 1 MB file into a store of gigabytes of zeros.
+DENSE_MAX_BYTES = 2**30
+DENSE_MAX_RATIO = 100
+
+#: the longest line a text ingest reads (without its newline). Lines are held whole in
+#: memory; a file without line breaks (binary data, one giant record) would otherwise be
+#: read until memory runs out. A dense row of 64 MiB of text holds millions of values.
+MAX_LINE_BYTES = 64 * 2**20
+
+#: the most distinct raw label tokens a text ingest accepts: it keeps a table of them for
+#: the whole pass, and a regression target or an ID column read as labels would grow it with
+#: every row (a two-class file has two, or a few spellings of them).
+MAX_LABELS = 65_536
+
+#: refuse, before any work, a local dataset write whose size is known beforehand (arrays;
+#: text after its first scan: X and y uncompressed, plus the spill files) when the target's
+#: file system has less free space. The estimate ignores compression, so data that compresses
+#: well (mostly zeros) may fit where the check refuses: set False to write anyway.
+CHECK_FREE_SPACE = True
 
 #: rows used by the Gaussian bandwidth rule (Khalid et al.: the first 80,000 training rows).
 BANDWIDTH_ROWS = 80_000
@@ -80,8 +105,9 @@ STORE_FORMAT = 2
 
 
 def chunk_rows_for(n_columns: int, itemsize: int, n_rows: int | None = None) -> int:
-    """Rows per chunk so that one chunk of ``n_columns`` values is about TARGET_CHUNK_BYTES."""
-    rows = TARGET_CHUNK_BYTES // max(1, n_columns * itemsize)
+    """Rows per chunk so that one chunk of ``n_columns`` values is about TARGET_CHUNK_BYTES
+    (one row when a single row is larger; never more rows than ``n_rows``)."""
+    rows = TARGET_CHUNK_BYTES // max(1, n_columns * itemsize)  # 0 for a row > the target
     rows = int(min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, rows)))
     if n_rows is not None:
         rows = max(1, min(rows, int(n_rows)))

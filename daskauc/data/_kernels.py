@@ -126,17 +126,21 @@ def _parse_libsvm(
     label_span,  # OUT int64[:, 2] byte span of each row's label
     row_line,  # OUT int64[:]  line number (0-based, whole file) of each row
     slow,  # OUT int64[:, 4] (row, col, start, end) of values for Python to convert
-    stats,  # INOUT int64[3] [max index seen, min index seen, number of slow entries]
+    stats,  # INOUT int64[5] [max index seen, min index seen, number of slow entries,
+    #         values stored, line (0-based) of the max index]
     start,
     row0,
     line0,
     index_base,
+    resume,  # -1: ``start`` is a line start; >= 0: it is a token of row ``row0``'s line
 ):
     """Parse LIBSVM lines from ``buf[start:]`` into ``X[row0:]``.
 
     Returns ``(pos, row, line, status, err_pos)``: the next byte to parse, the next free row,
     the next line number, a status code (DONE, FULL, SLOW_FULL or an error) and, for an
-    error, the byte offset of the offending token.
+    error, the byte offset of the offending token. SLOW_FULL stops inside a row when ``slow``
+    is full: the driver converts the listed values, then calls again with ``start=pos`` and
+    ``resume=0`` to finish that row (so ``slow`` never has to grow, however long the line).
     """
     n = buf.shape[0]
     d = X.shape[1]
@@ -144,24 +148,26 @@ def _parse_libsvm(
     pos = start
     r = row0
     line = line0
+    mid_row = resume >= 0
     while pos < n:
         e = _line_end(buf, pos, n)
         ce = _content_end(buf, pos, e)
         p = pos
-        while p < ce and _is_ws(buf[p]):
-            p += 1
-        if p >= ce:  # blank or comment-only line
-            pos = e + 1
-            line += 1
-            continue
-        if r >= X.shape[0]:
-            return pos, r, line, FULL, 0
-        ls = p
-        while p < ce and not _is_ws(buf[p]):
-            p += 1
-        label_span[r, 0] = ls
-        label_span[r, 1] = p
-        saved_slow = stats[2]
+        if not mid_row:
+            while p < ce and _is_ws(buf[p]):
+                p += 1
+            if p >= ce:  # blank or comment-only line
+                pos = e + 1
+                line += 1
+                continue
+            if r >= X.shape[0]:
+                return pos, r, line, FULL, 0
+            ls = p
+            while p < ce and not _is_ws(buf[p]):
+                p += 1
+            label_span[r, 0] = ls
+            label_span[r, 1] = p
+        mid_row = False
         while True:
             while p < ce and _is_ws(buf[p]):
                 p += 1
@@ -195,20 +201,19 @@ def _parse_libsvm(
                 return pos, r, line, E_ZERO, ts
             if col >= d:
                 return pos, r, line, E_RANGE, ts
+            v, ok = _parse_number(buf, vs, p)
+            if not ok and stats[2] >= cap:  # resume at this token once `slow` is emptied
+                return ts, r, line, SLOW_FULL, 0
             if idx > stats[0]:
                 stats[0] = idx
+                stats[4] = line
             if idx < stats[1]:
                 stats[1] = idx
-            v, ok = _parse_number(buf, vs, p)
+            stats[3] += 1
             if ok:
                 X[r, col] = v
             else:
                 k = stats[2]
-                if k >= cap:  # roll the row back; the driver empties `slow` and resumes
-                    for j in range(d):
-                        X[r, j] = 0.0
-                    stats[2] = saved_slow
-                    return pos, r, line, SLOW_FULL, 0
                 slow[k, 0] = r
                 slow[k, 1] = col
                 slow[k, 2] = vs
@@ -228,38 +233,44 @@ def _parse_dense(
     label_span,  # OUT int64[:, 2]
     row_line,  # OUT int64[:]
     slow,  # OUT int64[:, 4]
-    stats,  # INOUT int64[3] [unused, unused, number of slow entries]
+    stats,  # INOUT int64[5] [unused, unused, number of slow entries, unused, unused]
     start,
     row0,
     line0,
     label_col,
     n_cols,
     delim,
+    resume,  # -1: ``start`` is a line start; >= 0: field ``resume`` of row ``row0`` starts there
 ):
     """Parse delimited dense lines (``delim`` a byte, or -1 for runs of whitespace).
 
     Every row must have ``n_cols`` fields; field ``label_col`` is the label, the others are
-    the features in order. Returns ``(pos, row, line, status, err_pos)`` as ``_parse_libsvm``.
+    the features in order. Returns ``(pos, row, line, status, err_pos)`` as ``_parse_libsvm``;
+    for SLOW_FULL ``err_pos`` is the field to resume at (``resume=err_pos``, ``start=pos``).
     """
     n = buf.shape[0]
     cap = slow.shape[0]
     pos = start
     r = row0
     line = line0
+    mid_row = resume >= 0
     while pos < n:
         e = _line_end(buf, pos, n)
         ce = _content_end(buf, pos, e)
         p = pos
-        while p < ce and _is_ws(buf[p]):
-            p += 1
-        if p >= ce:
-            pos = e + 1
-            line += 1
-            continue
-        if r >= X.shape[0]:
-            return pos, r, line, FULL, 0
-        saved_slow = stats[2]
         k = 0
+        if mid_row:
+            k = resume
+            mid_row = False
+        else:
+            while p < ce and _is_ws(buf[p]):
+                p += 1
+            if p >= ce:
+                pos = e + 1
+                line += 1
+                continue
+            if r >= X.shape[0]:
+                return pos, r, line, FULL, 0
         while True:
             # one field: [ts, te) with surrounding blanks stripped
             while p < ce and _is_ws(buf[p]) and (delim < 0 or buf[p] != delim):
@@ -291,9 +302,8 @@ def _parse_dense(
                     X[r, col] = v
                 else:
                     s = stats[2]
-                    if s >= cap:
-                        stats[2] = saved_slow
-                        return pos, r, line, SLOW_FULL, 0
+                    if s >= cap:  # resume at this field once `slow` is emptied
+                        return ts, r, line, SLOW_FULL, k
                     slow[s, 0] = r
                     slow[s, 1] = col
                     slow[s, 2] = ts
@@ -321,9 +331,10 @@ def _parse_dense(
 @njit(nogil=True, cache=True)
 def _scan_libsvm(
     buf,  # IN  uint8[:]
-    stats,  # INOUT int64[8] [rows, max index, min index, rows with index 0, rows with an
+    stats,  # INOUT int64[10] [rows, max index, min index, rows with index 0, rows with an
     #         index, lines read, line of the first index 0, line of the first row with
-    #         indices but no index 0]; lines are 1-based and count blank and comment lines
+    #         indices but no index 0, index:value tokens, line of the max index]; lines are
+    #         1-based and count blank and comment lines
 ):
     """Count the rows and the extreme feature indices of complete LIBSVM lines, and where
     index 0 occurs (a file is read as 0-based in "auto" mode only if every row with indices
@@ -361,10 +372,12 @@ def _scan_libsvm(
                     p += 1
                 if p < ce and buf[p] == _COLON and digits and p > ts:
                     has_index = True
+                    stats[8] += 1
                     if idx == 0:
                         has_zero = True
                     if idx > stats[1]:
                         stats[1] = idx
+                        stats[9] = stats[5]
                     if idx < stats[2]:
                         stats[2] = idx
                 while p < ce and not _is_ws(buf[p]):
@@ -383,7 +396,7 @@ def _scan_libsvm(
 @njit(nogil=True, cache=True)
 def _scan_rows(
     buf,  # IN  uint8[:]
-    stats,  # INOUT int64[8] [rows, unused...]
+    stats,  # INOUT int64[10] [rows, unused...]
 ):
     """Count the non-blank, non-comment lines of a dense text block."""
     n = buf.shape[0]
