@@ -172,7 +172,7 @@ def cmd_ingest(args) -> int:
     kwargs = dict(format=args.format, n_features=args.n_features, pos_label=args.pos_label,
                   label_column=args.label_column, delimiter=args.delimiter, dtype=args.dtype,
                   chunk_rows=args.chunk_rows, shuffle=args.shuffle, random_state=args.seed,
-                  overwrite=args.overwrite)
+                  overwrite=args.overwrite, allow_dense=args.allow_dense)
     if args.positive_classes:
         kwargs["positive_classes"] = [_parse_value(v) for v in args.positive_classes.split(",")]
     if not os.path.exists(args.source) and "://" not in args.source:
@@ -622,6 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rows per chunk (default: about 64 MiB per chunk)")
     p.add_argument("--shuffle", action="store_true",
                    help="write the rows in a uniform random order (out of core)")
+    p.add_argument("--allow-dense", action="store_true",
+                   help="LIBSVM: write the dense matrix even when it is over 1 GiB and 100x "
+                   "the non-zeros read (one huge feature index); refused otherwise")
     p.add_argument("--seed", type=int, default=0, help="random seed of shuffle and split")
     p.add_argument("--split", nargs=2, metavar=("TRAIN", "TEST"), default=None,
                    help="also write a stratified train/test split to these stores")

@@ -54,7 +54,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 
@@ -67,6 +66,7 @@ from .._validation import (
     reject_sparse,
     seed_sequence,
 )
+from ..cluster import compute
 from ..solvers.stream import class_counts_block
 from . import _kernels as K
 from .store import (
@@ -1283,7 +1283,7 @@ def ingest_array(
             raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
         _check_free_space(store, Xd.shape[0] * (Xd.shape[1] * Xd.dtype.itemsize + 1),
                           "X and y uncompressed")
-        uniq = np.unique(da.unique(yd).compute())
+        uniq = np.unique(compute(da.unique(yd))[0])
         if uniq.dtype.kind == "f" and not np.isfinite(uniq).all():
             raise ValueError("y contains NaN or infinity")
         positives, classes = _array_label_table(uniq, pos_label, positive_classes)
@@ -1434,7 +1434,7 @@ def write_dataset(
             targets = [_GuardedTarget(z) for z in _arrays(group)]
             try:
                 stored = da.store([Xd, yd], targets, lock=False, compute=False)
-                _, c = dask.compute(stored, counts)
+                _, c = compute(stored, counts)
             except BaseException:
                 for t in targets:
                     t.close_and_wait()
