@@ -90,14 +90,13 @@ def _local_cluster_text(args) -> str:
 def _cluster(args):
     """The client the command runs on: the scheduler given, or a LocalCluster started (and
     announced) here and stopped at the end."""
-    import dask
 
     from .cluster import close_local_cluster, get_client
 
     address = _scheduler(args)
     _state["cluster_used"] = True
     if not args.verbose:  # worker processes log through their own config, set before start
-        dask.config.set({"logging.distributed": "error"})
+        _quiet_workers()
     tic = time.perf_counter()
     if address:
         _log(f"connecting to the Dask scheduler at {address} ...")
@@ -119,6 +118,17 @@ def _cluster(args):
         else:
             close_local_cluster(client)
             _log(f"local cluster stopped in {time.perf_counter() - tic:.1f} s")
+
+
+def _quiet_workers() -> None:
+    """Worker processes log only errors (a task cancelled by Ctrl-C logged a WARNING line).
+
+    A worker process sets up its logging when it imports distributed, from its environment,
+    before the nanny hands it this process's configuration: the level goes through both."""
+    import dask
+
+    dask.config.set({"logging.distributed": "error"})
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
 
 
 def _log(line: str) -> None:
@@ -486,9 +496,7 @@ def cmd_cluster(args) -> int:
     from .cluster import close_local_cluster, get_client
 
     if not args.verbose:
-        import dask
-
-        dask.config.set({"logging.distributed": "error"})
+        _quiet_workers()
     if args.scheduler_file and os.path.exists(args.scheduler_file) and not args.overwrite:
         raise FileExistsError(f"{args.scheduler_file} exists; pass --overwrite to replace it")
     if args.scheduler_file:

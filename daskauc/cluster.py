@@ -56,12 +56,17 @@ async def _loop_round_trip() -> None:
 
 
 def compute(*collections, **kwargs):
-    """``dask.compute`` for daskauc's graphs: the releases of earlier results go first
-    (:func:`flush_releases`). Every compute in the package goes through here."""
+    """``dask.compute`` for daskauc's graphs: the releases of earlier results go first, and
+    this result's release is sent before it returns, so that the next graph (daskauc's, or
+    the caller's own ``.compute()``) never overtakes it (:func:`flush_releases`). Every
+    compute in the package goes through here."""
     import dask
 
     flush_releases()
-    return dask.compute(*collections, **kwargs)
+    try:
+        return dask.compute(*collections, **kwargs)
+    finally:
+        flush_releases()
 
 
 def persist(*collections, **kwargs):
