@@ -361,3 +361,12 @@ def test_a_store_path_that_is_not_utf8_runs_through_the_command_line(stores):
               "oam", "--json"], timeout=180)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["estimator"] == "OAM"
+
+
+def test_options_are_never_abbreviated(stores, capsys):
+    """``--label class`` was read as ``--label-column class`` ("invalid int value")."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["ingest", str(stores / "data.svm"), str(stores / "x-a.zarr"), "--label",
+              "class"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --label class" in capsys.readouterr().err

@@ -144,18 +144,27 @@ def _assert_same(name, got, expected):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("fault", ["missing", "truncated"])
+@pytest.mark.parametrize("fault", ["missing", "truncated", "swapped"])
 def test_a_damaged_input_chunk_is_a_clear_error(reference, tmp_path, family, fault):
+    """A chunk missing, truncated, or swapped with another of the same size (each still
+    passes its own checksum: X no longer lines up with y)."""
     X, y = _data()
-    store = dataset_store(tmp_path / "ds.zarr", X, y, rows=500)
+    store = dataset_store(tmp_path / "ds.zarr", X, y, rows=500,
+                          compressors=None if fault == "swapped" else "auto")
     chunk = os.path.join(store, "X", "c", "4", "0")
     if fault == "missing":
         os.remove(chunk)
-    else:
+    elif fault == "truncated":
         with open(chunk, "r+b") as f:
             f.truncate(100)
+    else:
+        other = os.path.join(store, "X", "c", "5", "0")
+        tmp = chunk + ".tmp"
+        os.rename(chunk, tmp)
+        os.rename(other, chunk)
+        os.rename(tmp, other)
     with dask.config.set(scheduler="threads"), pytest.raises(StoreIntegrityError,
-                                                             match="chunk X/c/4/0"):
+                                                             match="chunk X/c/[45]/0"):
         run_family(family, store)
 
 
