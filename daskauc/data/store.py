@@ -276,8 +276,9 @@ def check_writable(path, *, overwrite: bool = False, storage_options: dict | Non
     daskauc store of the same kind as the one to be written (a model replaces a model, a
     dataset or embedding replaces a dataset or embedding; ``kind=None`` accepts any daskauc
     store). A regular file, a directory that is not a daskauc store, or a store of another
-    kind is never removed, whatever ``overwrite`` says: a checkpoint or model path pointed at
-    the training data must not destroy it."""
+    kind is never removed, whatever ``overwrite`` says (an empty directory may be: it holds
+    nothing to lose): a checkpoint or model path pointed at the training data must not
+    destroy it."""
     if not store_exists(path, storage_options):
         return
     if not overwrite:
