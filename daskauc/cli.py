@@ -312,12 +312,18 @@ def _check_plot(path: str | None, overwrite: bool) -> None:
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
         raise ValueError(f"--plot {path}: use a .png, .pdf, .svg or .jpg file name")
+    _check_file_output(path, overwrite, "--plot")
+
+
+def _check_file_output(path: str, overwrite: bool, option: str) -> None:
+    """An output that is a plain file (a figure, a scheduler file): not replaced unasked,
+    not a directory, its directory writable."""
+    from .data.store import check_directory
+
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
     if os.path.isdir(path):
-        raise IsADirectoryError(f"--plot {path} is a directory")
-    from .data.store import check_directory
-
+        raise IsADirectoryError(f"{option} {path} is a directory")
     check_directory(os.path.abspath(path))
 
 
@@ -497,12 +503,8 @@ def cmd_cluster(args) -> int:
 
     if not args.verbose:
         _quiet_workers()
-    if args.scheduler_file and os.path.exists(args.scheduler_file) and not args.overwrite:
-        raise FileExistsError(f"{args.scheduler_file} exists; pass --overwrite to replace it")
     if args.scheduler_file:
-        from .data.store import check_directory
-
-        check_directory(os.path.abspath(args.scheduler_file))
+        _check_file_output(args.scheduler_file, args.overwrite, "--scheduler-file")
     _check_port_free(args.host, args.port)
     _state["cluster_used"] = True
     tic = time.perf_counter()
