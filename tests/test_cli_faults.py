@@ -315,6 +315,8 @@ def test_a_signal_mid_fit_is_one_line_leaves_no_process_and_resumes_exactly(
         return
     r = _run([*fit, "--resume"])
     assert r.returncode == 0, r.stderr
+    # exact: resuming is documented bit for bit, and both runs are the same configuration
+    # (one single-threaded worker, the same BLAS) on the same machine
     np.testing.assert_array_equal(load_model(str(model)).coef_,
                                   load_model(uninterrupted).coef_)
 
