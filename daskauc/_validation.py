@@ -25,7 +25,7 @@ import dask.array as da
 import numpy as np
 
 from . import _config
-from .cluster import compute
+from ._compute import compute
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 

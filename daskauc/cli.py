@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 
-from .cluster import persist
+from ._compute import persist
 
 logger = logging.getLogger("daskauc")
 

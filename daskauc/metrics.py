@@ -22,9 +22,9 @@ from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
+from ._compute import compute
 from ._metrics_kernels import _merge_runs, _twice_u_statistic
 from ._validation import _float_dtype, as_labels, check_param, label_classes
-from .cluster import compute
 
 #: target number of scores gathered into one bucket of the distributed AUC (about 100 MB of
 #: runs in the worst case of all-distinct scores).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cluster import compute
+from ._compute import compute
 
 #: history columns drawn by plot_history, in panel order, with their axis labels
 HISTORY_PANELS = (

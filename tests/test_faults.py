@@ -426,7 +426,7 @@ def test_no_task_key_reaches_the_scheduler_with_a_different_task(tmp_path, inpro
     """Fit, score and predict on two stores in one client (one chunk, then three): before,
     KernelAUC's ``daskauc-scale`` keys and SPAM's ``daskauc-check-finite`` keys reached the
     scheduler with a different task while it still held them, because distributed released
-    the previous result after the next graph arrived (see ``daskauc.cluster.flush_releases``)."""
+    the previous result after the next graph arrived (see ``daskauc._compute.flush_releases``)."""
     stores = []
     for i, rows in enumerate((400, 150)):
         X, y = _data(n=400, seed=i)

@@ -9,10 +9,8 @@ relative (the results depend on summation order only through BLAS and the CPU's 
 import json
 
 import dask
-import numpy as np
-import pytest
-
 import golden
+import numpy as np
 
 RTOL = 1e-9
 

@@ -57,7 +57,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from .. import _config, cluster
+from .. import _compute, _config
 from .._validation import (
     as_row_chunked,
     check_not_empty,
@@ -1282,7 +1282,7 @@ def ingest_array(
             raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
         _check_free_space(store, Xd.shape[0] * (Xd.shape[1] * Xd.dtype.itemsize + 1),
                           "X and y uncompressed")
-        uniq = np.unique(cluster.compute(da.unique(yd))[0])
+        uniq = np.unique(_compute.compute(da.unique(yd))[0])
         if uniq.dtype.kind == "f" and not np.isfinite(uniq).all():
             raise ValueError("y contains NaN or infinity")
         positives, classes = _array_label_table(uniq, pos_label, positive_classes)
@@ -1433,7 +1433,7 @@ def write_dataset(
             targets = [_GuardedTarget(z) for z in _arrays(group)]
             try:
                 stored = da.store([Xd, yd], targets, lock=False, compute=False)
-                _, c = cluster.compute(stored, counts)
+                _, c = _compute.compute(stored, counts)
             except BaseException:
                 for t in targets:
                     t.close_and_wait()

@@ -18,6 +18,7 @@ from dask.highlevelgraph import HighLevelGraph
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._compute import compute
 from .._validation import (
     as_numpy_rows,
     as_row_chunked,
@@ -27,7 +28,6 @@ from .._validation import (
     is_lazy_input,
     set_features_in,
 )
-from ..cluster import compute
 
 __all__ = ["StandardScaler", "MinMaxScaler", "normalize_rows"]
 

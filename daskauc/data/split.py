@@ -18,8 +18,8 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
+from .._compute import compute
 from .._validation import as_row_chunked, is_store_path, seed_sequence
-from ..cluster import compute
 from .ingest import write_dataset
 from .store import open_dataset, store_exists
 

@@ -71,8 +71,8 @@ from dataclasses import dataclass, field
 import dask.array as da
 import numpy as np
 
+from .._compute import compute
 from .._validation import as_labels, as_row_chunked, check_param, seed_sequence
-from ..cluster import compute
 from .kmeans import _PARAMS as _KMEANS_PARAMS
 from .kmeans import _fit_kmeans, sample_rows
 

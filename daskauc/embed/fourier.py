@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._compute import compute
 from .._validation import (
     as_row_chunked,
     check_not_empty,
@@ -16,7 +17,6 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
-from ..cluster import compute
 from .nystroem import _bandwidth_graph, _gamma_from_b
 
 __all__ = ["RandomFourierFeatures"]

@@ -33,6 +33,7 @@ from dask.base import tokenize
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._compute import compute
 from .._progress import report as report_progress
 from .._validation import (
     as_row_chunked,
@@ -45,7 +46,6 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
-from ..cluster import compute
 from ..solvers.stream import chunk_order, run_epoch
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres

@@ -29,6 +29,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
+from .._compute import compute, share
 from .._validation import (
     as_labels,
     as_numpy_rows,
@@ -44,7 +45,6 @@ from .._validation import (
     set_features_in,
 )
 from .._version import __version__
-from ..cluster import compute, share
 from ..data.store import Dataset, create_array, open_dataset, open_store, writing_store
 from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
 from .kmeans import _child, _fit_kmeans

@@ -37,7 +37,7 @@ import dask.array as da
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..cluster import compute
+from .._compute import compute
 
 #: the paper's grid, in steps of 2x
 C_GRID = tuple(2.0**k for k in range(-15, 11))

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import _config
-from ..cluster import compute
+from .._compute import compute
 from ._kernels import _platt_pass
 
 

@@ -25,8 +25,8 @@ import dask.array as da
 import numpy as np
 
 from .. import _config
+from .._compute import compute, persist
 from .._validation import _check_finite_block, check_finite, without_finite_check
-from ..cluster import compute, persist
 from ..solvers.stream import is_materialized
 from ._calibration import calibration_blocks
 

@@ -46,7 +46,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from .. import _config
-from ..cluster import compute
+from .._compute import compute
 from ..embed.kmeans import sample_rows
 from ..metrics import roc_auc
 from ..solvers.kernel_basis import build_preconditioner, gaussian_centres, kernel_block

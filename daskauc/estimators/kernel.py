@@ -28,6 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from .._compute import compute, persist
 from .._validation import (
     as_labels,
     as_row_chunked,
@@ -38,7 +39,6 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
-from ..cluster import compute, persist
 from ..solvers.kernel_basis import kernel_scores
 from ._base import AUCScoreMixin
 from ._selection import (

@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
+from .._compute import compute, persist
 from .._validation import (
     as_row_chunked,
     check_predict_X,
@@ -32,7 +33,6 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
-from ..cluster import compute, persist
 from ..embed.nystroem import DEFAULT_LANDMARKS, KMeansNystroem
 from ._auto_c import check_selectable, class_counts
 from ._base import AUCScoreMixin

@@ -15,6 +15,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
+from .._compute import compute, persist
 from .._validation import (
     check_n_features,
     check_param,
@@ -23,7 +24,6 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
-from ..cluster import compute, persist
 from ..solvers.newton import LINE_SEARCHES, prsvm_newton, should_persist
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint

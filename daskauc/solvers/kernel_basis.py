@@ -28,9 +28,9 @@ import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from .. import _config, cluster
+from .. import _compute, _config
+from .._compute import compute, share
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
-from ..cluster import compute, share
 from ._kernel_basis_kernels import (
     _exp_tile,
     _strip_rmatvec,
@@ -261,7 +261,7 @@ def _prepare_rows(X: da.Array, m: int, persist, client, name: str = "X"):
     if persisted:
         logger.info("persisting %s (%.1f MB, %d row chunks) for the kernel passes", name,
                     X.nbytes / 1e6, len(chunks))
-        (X,) = cluster.persist(X)
+        (X,) = _compute.persist(X)
     return X, persisted
 
 

@@ -42,11 +42,11 @@ import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
-from .. import _config, cluster
+from .. import _compute, _config
+from .._compute import compute, share
+from .._compute import distributed_client as _distributed_client
 from .._progress import report as report_progress
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
-from ..cluster import compute, share
-from ..cluster import distributed_client as _distributed_client
 from ._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from ._result import SolverResult
 from .pairwise import PairwiseCoefficients, class_indices, pairwise_coefficients
@@ -253,7 +253,7 @@ def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.A
                     X.nbytes / 1e6, len(chunks[0]))
         if chunks != X.chunks:
             X = X.rechunk(chunks)
-        (X,) = cluster.persist(X)
+        (X,) = _compute.persist(X)
         return X, None
     budget = memory_budget(client, working_bytes=_working_bytes(X))
     rows = cache_rows(X, budget) if persist == "auto" else 0
@@ -261,7 +261,7 @@ def place_rows(X: da.Array, persist="auto", client=None) -> tuple[da.Array, da.A
         logger.info("streaming X (%.1f MB) at every pass", X.nbytes / 1e6)
         return X, None
     # kept in the store's chunks: merging them would hold copies while the rest streams
-    (head,) = cluster.persist(X[:rows])
+    (head,) = _compute.persist(X[:rows])
     logger.info("keeping %d of %d rows of X (%.1f of %.1f MB) in memory, streaming the rest at "
                 "every pass", rows, X.shape[0], head.nbytes / 1e6, X.nbytes / 1e6)
     return X, head
@@ -537,7 +537,7 @@ class _PairwiseOperator:
             graph = HighLevelGraph.from_collections(name_g, layer, dependencies=self.rows.deps)
         coef_d = Delayed(coef_key, graph, layer=name_g)
         sum_d = Delayed(root, graph, layer=name_g)
-        coef_p, sum_p = cluster.persist(coef_d, sum_d)
+        coef_p, sum_p = _compute.persist(coef_d, sum_d)
         coef, sums = compute(coef_p, sum_p)
         self.rows.checked_once()
         return coef, coef_p, sums

@@ -53,10 +53,10 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
+from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._progress import report as report_progress
 from .._validation import seed_sequence, without_finite_check
-from ..cluster import compute
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps

@@ -43,8 +43,8 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .. import _config
-from ..cluster import compute, threads_here
-from ..cluster import share as share_constant
+from .._compute import compute, threads_here
+from .._compute import share as share_constant
 
 
 def chunk_order(n_chunks: int, seed: np.random.SeedSequence, shuffle: bool = True) -> np.ndarray:

@@ -1,0 +1,117 @@
+"""How daskauc runs its graphs: ``compute`` and ``persist`` that let earlier releases go
+first, ``share`` for constants every task reads, and the threads of the process that runs a
+task. The ground floor: every layer computes through here."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+def distributed_client():
+    """The distributed Client dask would use now, or None (threaded / synchronous scheduler)."""
+    import dask
+
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover - distributed is a hard dependency
+        return None
+    try:
+        client = default_client()
+    except ValueError:
+        return None
+    sched = dask.base.get_scheduler()
+    return client if getattr(sched, "__self__", None) is client else None
+
+
+def flush_releases(client=None) -> None:
+    """Let ``client`` (default: the distributed client dask would use) send the releases it
+    has queued, before a new graph goes out.
+
+    distributed releases a result in two hops on the client's event loop (``Future.release``
+    queues ``_dec_ref``, which queues the message), so a graph submitted right after a
+    compute, or right after a persisted array was dropped, reached the scheduler *before*
+    the release of the earlier result. The scheduler then still held that result's lineage,
+    and a key of it that the new graph fuses differently (the same data, fused with its
+    reader in one graph and not in the other) was logged as ``Detected different run_spec``
+    (dask/dask#9888), which it warns can return stale results or deadlock. One loop round
+    trip (about 0.1 ms) puts the releases first."""
+    client = client if client is not None else distributed_client()
+    if client is None or getattr(client, "asynchronous", False) or client.status != "running":
+        return
+    try:
+        from distributed import get_worker
+
+        get_worker()  # inside a task: the worker's client is not ours to drive
+        return
+    except ValueError:
+        pass
+    client.sync(_loop_round_trip)
+
+
+async def _loop_round_trip() -> None:
+    return None
+
+
+def compute(*collections, **kwargs):
+    """``dask.compute`` for daskauc's graphs: the releases of earlier results go first, and
+    this result's release is sent before it returns, so that the next graph (daskauc's, or
+    the caller's own ``.compute()``) never overtakes it (:func:`flush_releases`). Every
+    compute in the package goes through here."""
+    import dask
+
+    flush_releases()
+    try:
+        return dask.compute(*collections, **kwargs)
+    finally:
+        flush_releases()
+
+
+def persist(*collections, **kwargs):
+    """``dask.persist`` for daskauc's graphs (see :func:`compute`)."""
+    import dask
+
+    flush_releases()
+    return dask.persist(*collections, **kwargs)
+
+
+def nbytes_of(obj) -> int:
+    """Bytes of the arrays in ``obj`` (arrays, dataclasses, tuples, lists, dicts of them):
+    what embedding it in a graph would cost; other objects count 0."""
+    if hasattr(obj, "nbytes") and hasattr(obj, "dtype"):
+        return int(obj.nbytes)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return sum(nbytes_of(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    if isinstance(obj, (tuple, list)):
+        return sum(nbytes_of(v) for v in obj)
+    if isinstance(obj, dict):
+        return sum(nbytes_of(v) for v in obj.values())
+    return 0
+
+
+def share(obj, client=None, *, broadcast: bool = False, min_bytes: int | None = None):
+    """``obj`` as graph tasks should take it: a Future of a copy scattered to the cluster when
+    a distributed client runs the graphs (on every worker with ``broadcast``) and ``obj``
+    holds at least ``min_bytes`` (default ``_config.SHARE_BYTES``); else ``obj`` itself.
+
+    Tasks that take the Future as an argument receive ``obj``. Scattering once replaces
+    sending ``obj`` inside every graph that uses it."""
+    from . import _config
+
+    client = client if client is not None else distributed_client()
+    limit = _config.SHARE_BYTES if min_bytes is None else min_bytes
+    if client is None or nbytes_of(obj) < limit:
+        return obj
+    return client.scatter(obj, broadcast=broadcast, hash=False)
+
+
+def threads_here() -> int:
+    """Threads that run tasks in this process: the Dask worker's, else the local scheduler's."""
+    try:
+        from distributed import get_worker
+
+        return max(1, int(get_worker().state.nthreads))
+    except (ImportError, ValueError, AttributeError):
+        import dask
+
+        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
