@@ -79,7 +79,7 @@ def _scheduler(args) -> str | None:
 def _local_cluster_text(args) -> str:
     from dask.utils import format_bytes
 
-    from .cluster import default_worker_memory
+    from .engine.cluster import default_worker_memory
 
     n = args.workers or (os.cpu_count() or 1)
     mem = args.memory_limit or format_bytes(default_worker_memory())
@@ -91,7 +91,7 @@ def _cluster(args):
     """The client the command runs on: the scheduler given, or a LocalCluster started (and
     announced) here and stopped at the end."""
 
-    from .cluster import close_local_cluster, get_client
+    from .engine.cluster import close_local_cluster, get_client
 
     address = _scheduler(args)
     _state["cluster_used"] = True
@@ -499,7 +499,7 @@ def cmd_cluster(args) -> int:
     """Start a local cluster that stays until interrupted; later commands use --scheduler."""
     import signal
 
-    from .cluster import close_local_cluster, get_client
+    from .engine.cluster import close_local_cluster, get_client
 
     if not args.verbose:
         _quiet_workers()
@@ -859,7 +859,7 @@ def _memory_hint(args, exc: BaseException) -> str:
                 "cluster's workers more (dask worker --memory-limit)")
     from dask.utils import format_bytes
 
-    from .cluster import default_worker_memory
+    from .engine.cluster import default_worker_memory
 
     limit = args.memory_limit or format_bytes(default_worker_memory())
     return (f"; its workers died while running it: if they ran out of memory, raise "

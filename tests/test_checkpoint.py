@@ -173,7 +173,7 @@ def test_a_fit_killed_mid_run_resumes_to_the_same_model(tmp_path, cls, params, a
 
 
 def test_cli_checkpoint_and_resume(tmp_path, monkeypatch, capsys):
-    import daskauc.cluster as cluster_mod
+    import daskauc.engine.cluster as cluster_mod
 
     def get_client(address=None, **kwargs):
         from distributed import Client, LocalCluster

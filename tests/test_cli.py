@@ -14,7 +14,7 @@ from daskauc.io import load_model
 @pytest.fixture(autouse=True)
 def _threaded_local_cluster(monkeypatch):
     # the CLI starts a LocalCluster; in tests use one small in-process cluster instead
-    import daskauc.cluster as cluster_mod
+    import daskauc.engine.cluster as cluster_mod
 
     def get_client(address=None, **kwargs):
         from distributed import Client, LocalCluster

@@ -67,7 +67,7 @@ def test_dashboard_port_taken_picks_another(tmp_path):
     """A second local cluster beside one that holds 8787 gets another port, no warning."""
     import socket
 
-    from daskauc.cluster import free_dashboard_address
+    from daskauc.engine.cluster import free_dashboard_address
 
     with socket.socket() as sock:
         try:

@@ -96,7 +96,7 @@ def check_worker_memory(client, memory_limit, timeout: float = 60.0) -> None:
     refused here with the numbers and the option to change."""
     from dask.utils import format_bytes, parse_bytes
 
-    from . import _config
+    from .. import _config
 
     limit = parse_bytes(memory_limit) if isinstance(memory_limit, str) else memory_limit
     if not limit:
