@@ -1,6 +1,5 @@
 """daskauc: out-of-core, Dask-distributed nonlinear AUC maximization."""
 
-from ._progress import log_to_stderr, progress
 from ._validation import default_chunks
 from ._version import __version__
 from .data import (
@@ -17,6 +16,7 @@ from .data import (
 )
 from .data.store import StoreIntegrityError
 from .embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures, load_embedding_map
+from .engine.progress import log_to_stderr, progress
 from .estimators.kernel import KernelAUC
 from .estimators.least_squares import LSAUC, OPAUC, SOLAM, SPAM, SPDAM, TwoPassAUC
 from .estimators.online import OAM, UnivariateAUC

@@ -106,7 +106,7 @@ def _cluster(args):
                         quiet=True)
     _log(f"{'connected' if address else 'cluster ready'} in {time.perf_counter() - tic:.1f} s; "
          f"Dask dashboard: {client.dashboard_link}")
-    from ._progress import _announced
+    from .engine.progress import _announced
 
     _announced.add(client.dashboard_link)
     try:
@@ -139,7 +139,7 @@ def _log(line: str) -> None:
 
 def _step(name: str, timings: dict | None = None):
     """A progress bar for one step; its duration goes into ``timings``."""
-    from ._progress import progress
+    from .engine.progress import progress
 
     @contextlib.contextmanager
     def step():
@@ -738,7 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _configure_logging(verbose: bool) -> None:
     """daskauc's own progress lines on stderr; Dask's logs only with --verbose."""
-    from ._progress import log_to_stderr
+    from .engine.progress import log_to_stderr
 
     log_to_stderr(logging.INFO)
     logging.getLogger("distributed").setLevel(logging.INFO if verbose else logging.WARNING)

@@ -103,7 +103,7 @@ def test_progress_without_a_terminal_prints_start_and_end_lines():
 def test_progress_bar_counts_tasks_and_epochs(on_cluster, request, monkeypatch):
     """The bar's text: the solver's epoch count and the tasks finished of those submitted,
     read from the scheduler plugin on a cluster, from a dask callback on threads."""
-    from daskauc import _progress as progress_mod
+    from daskauc.engine import progress as progress_mod
 
     monkeypatch.setattr(progress_mod, "REFRESH", 0.01)
     X, y = _data(n=20_000)

@@ -34,7 +34,6 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute
-from .._progress import report as report_progress
 from .._validation import (
     as_row_chunked,
     check_n_features,
@@ -46,6 +45,7 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
+from ..engine.progress import report as report_progress
 from ..solvers.stream import chunk_order, run_epoch
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres

@@ -45,8 +45,8 @@ from dask.highlevelgraph import HighLevelGraph
 from .. import _compute, _config
 from .._compute import compute, share
 from .._compute import distributed_client as _distributed_client
-from .._progress import report as report_progress
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from ..engine.progress import report as report_progress
 from ._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from ._result import SolverResult
 from .pairwise import PairwiseCoefficients, class_indices, pairwise_coefficients

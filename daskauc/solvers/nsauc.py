@@ -55,8 +55,8 @@ import numpy as np
 
 from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
-from .._progress import report as report_progress
 from .._validation import seed_sequence, without_finite_check
+from ..engine.progress import report as report_progress
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps

@@ -30,8 +30,8 @@ import dask.array as da
 import numpy as np
 
 from .._compute import compute
-from .._progress import report as report_progress
 from .._validation import as_row_chunked, without_finite_check
+from ..engine.progress import report as report_progress
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult

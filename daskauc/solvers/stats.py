@@ -39,8 +39,8 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
-from .._progress import report as report_progress
 from .._validation import check_param, check_X_y
+from ..engine.progress import report as report_progress
 from ._result import SolverResult
 from .stream import epoch_plan, run_epoch
 

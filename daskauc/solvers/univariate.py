@@ -33,8 +33,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._compute import compute
-from .._progress import report as report_progress
 from .._validation import without_finite_check
+from ..engine.progress import report as report_progress
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
 from .chains import add_increments, merge_running_average, mix_iterates

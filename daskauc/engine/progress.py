@@ -98,7 +98,7 @@ class _LocalCounts:
 
 def _counts_source():
     """The task counter for the scheduler dask uses now (None if it cannot be read)."""
-    from ._compute import distributed_client
+    from .._compute import distributed_client
 
     client = distributed_client()
     if client is None:
