@@ -1,5 +1,5 @@
 """Parallel chains over an array persisted on a cluster: each chain visits the chunks held by
-its worker and runs there (daskauc.solvers.stream.assign_visits / chunk_holders), checked
+its worker and runs there (daskauc.engine.stream.assign_visits / chunk_holders), checked
 against a brute-force count of the visits that must travel and against where the tasks of a
 real process cluster ran."""
 
@@ -8,7 +8,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from daskauc.solvers.stream import assign_visits, chunk_holders, epoch_graph
+from daskauc.engine.stream import assign_visits, chunk_holders, epoch_graph
 
 
 def test_without_holders_chains_interleave_the_visits():
@@ -103,7 +103,7 @@ def _epoch_name(g) -> str:
 
 
 def test_task_groups_cut_at_the_size_and_where_the_holder_changes():
-    from daskauc.solvers.stream import _task_groups
+    from daskauc.engine.stream import _task_groups
 
     assert _task_groups(list(range(7)), 3) == [[0, 1, 2], [3, 4, 5], [6]]
     where = ["a", "a", "b", "b", "b", "a", "a"]

@@ -16,8 +16,8 @@ from daskauc import (
     TwoPassAUC,
     UnivariateAUC,
 )
+from daskauc.engine.stream import epoch_graph, epoch_plan, resolve_chains
 from daskauc.solvers.chains import merge_reservoirs, merge_running_average, mix_iterates
-from daskauc.solvers.stream import epoch_graph, epoch_plan, resolve_chains
 
 
 def test_merged_running_average_is_the_average_of_every_iterate():
@@ -211,9 +211,9 @@ def test_solam_chains_mix_the_saddle_point_and_merge_every_average_exactly(kw):
     (The authors' variant projects a, b, alpha onto boxes that do not depend on kappa, so a
     row-by-row run is the chunk run; the paper variant's kappa-boxes are covered by the fits.)
     """
+    from daskauc.engine.stream import seed_root
     from daskauc.solvers.solam import _solam_step, solam
     from daskauc.solvers.stats import row_order
-    from daskauc.solvers.stream import seed_root
 
     X, y, Xn, yn = _small()
     # the largest row in a chunk of chain 1 in epoch 1: the merged kappa must take it from there
@@ -513,8 +513,8 @@ def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
     """n_chains=1, given or omitted, is the step applied over the epoch's order by hand (the
     sequential solver, without the chain machinery), bit for bit, from a state after one
     epoch."""
+    from daskauc.engine.stream import block_class_counts
     from daskauc.solvers.nsauc import pair_rate
-    from daskauc.solvers.stream import block_class_counts
 
     solver, kw, step, params, per_chunk = _sequential_cases()[name]
     X, y, Xn, yn = _small()
@@ -637,7 +637,7 @@ def test_chains_reach_the_one_chain_auc_deterministically(cls, kw):
 def test_chains_run_on_both_workers_of_a_process_cluster(dask_cluster_client, monkeypatch):
     from distributed import get_task_stream
 
-    from daskauc.solvers import stream
+    from daskauc.engine import stream
 
     X0, y0, _, _ = _problem()
     X, y = X0.persist(), y0.persist()

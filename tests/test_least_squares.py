@@ -20,6 +20,7 @@ from reference import least_squares as ref
 from sklearn.datasets import load_svmlight_file
 from sklearn.metrics import roc_auc_score
 
+from daskauc.engine.stream import epoch_plan
 from daskauc.estimators.least_squares import (
     LEAST_SQUARES_METHODS,
     LSAUC,
@@ -42,7 +43,6 @@ from daskauc.solvers.stats import (
     lsauc,
     row_order,
 )
-from daskauc.solvers.stream import epoch_plan
 from daskauc.solvers.twopass import twopass_auc, twopass_gradient
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")

@@ -70,8 +70,8 @@ def test_pair_rate_makes_an_epoch_of_n_steps():
 def _replay_pairs(y_chunks, epochs, seed=0):
     """The pairs the step draws, by row id, over ``epochs`` epochs of the solver's visiting
     order (as ``_nsauc_step`` draws them, the window's samples kept as ids)."""
+    from daskauc.engine.stream import epoch_plan, seed_root
     from daskauc.solvers.nsauc import draw_pairs, sample_partners, window_size
-    from daskauc.solvers.stream import epoch_plan, seed_root
 
     counts = np.array([[np.sum(c < 0), np.sum(c > 0)] for c in y_chunks])
     rate = pair_rate(counts)
@@ -202,8 +202,8 @@ def test_epoch_is_one_graph_with_named_tasks():
     Xd, yd, _ = check_X_y(X, y, chunk_rows=100)
     from dask.utils import key_split
 
+    from daskauc.engine.stream import epoch_graph
     from daskauc.solvers.nsauc import PairwiseSGDState, _nsauc_step
-    from daskauc.solvers.stream import epoch_graph
 
     state = PairwiseSGDState(w=np.zeros(6), wbar=np.zeros(6), t=0, q=0, t0=10.0)
     g = epoch_graph(_nsauc_step, Xd, yd, state, solver="nsauc", order=np.arange(8),
@@ -264,7 +264,7 @@ def test_unknown_chunks_and_bad_params():
 
 def test_nan_in_dask_input_is_caught_in_the_first_epoch_only():
     from daskauc._validation import check_finite, without_finite_check
-    from daskauc.solvers.stream import is_materialized
+    from daskauc.engine.stream import is_materialized
 
     X, y = _separable(n=400)
     X_bad = X.copy()

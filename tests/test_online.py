@@ -17,10 +17,10 @@ from reference.online import (
 from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
 
+from daskauc.engine.stream import epoch_plan
 from daskauc.estimators.online import OAM, ONLINE_METHODS, UnivariateAUC
 from daskauc.solvers._online_kernels import _oam_chunk
 from daskauc.solvers.oam import oam, oam_draws
-from daskauc.solvers.stream import epoch_plan
 from daskauc.solvers.univariate import univariate_draws, univariate_sgd
 
 

@@ -131,7 +131,7 @@ def test_a_pooled_buffer_is_reused_only_when_nothing_refers_to_it():
 def test_streamed_reads_into_reused_buffers_stay_correct(tmp_path):
     """Blocks read by BlockReader (pooled) and kept alive are never overwritten by the next
     reads; each equals Zarr's read."""
-    from daskauc.solvers.stream import BlockReader
+    from daskauc.engine.stream import BlockReader
 
     rng = np.random.default_rng(9)
     X = rng.normal(size=(300, 5)).astype(np.float32)

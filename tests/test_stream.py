@@ -6,7 +6,7 @@ import zarr
 from dask.utils import key_split
 
 from daskauc import OAM, OPAUC, SOLAM, SPAM, SPDAM, PairwiseHingeSGD, TwoPassAUC, UnivariateAUC
-from daskauc.solvers.stream import (
+from daskauc.engine.stream import (
     BlockReader,
     block_class_counts,
     chunk_order,
@@ -85,7 +85,7 @@ def _logged_block(block, block_id=None):
 def test_streamed_chains_read_ahead_each_block_once(n_chains):
     """Every block is read once per epoch; all but each chain's first are read in the
     background while the previous task of the chain works, and nothing is left pending."""
-    from daskauc.solvers import stream
+    from daskauc.engine import stream
 
     X = np.arange(80.0).reshape(40, 2)
     Xd = da.from_array(X, chunks=(5, 2)).map_blocks(_logged_block, dtype=float)

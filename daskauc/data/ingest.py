@@ -66,7 +66,7 @@ from .._validation import (
     reject_sparse,
     seed_sequence,
 )
-from ..solvers.stream import class_counts_block
+from ..engine.stream import class_counts_block
 from . import _kernels as K
 from .store import (
     Dataset,

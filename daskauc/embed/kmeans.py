@@ -3,7 +3,7 @@
 Seeding is greedy k-means++ (up to 2,048 centres) or k-means|| (above) on a uniform sample of
 ``max(3 k, 10 batch_size)`` rows drawn across all chunks in one compute
 (:mod:`daskauc.embed.seeding`). Each epoch is then one Dask graph built by
-:func:`daskauc.solvers.stream.epoch_graph`: a chain of tasks ``daskauc-kmeans-epoch-<token>``
+:func:`daskauc.engine.stream.epoch_graph`: a chain of tasks ``daskauc-kmeans-epoch-<token>``
 carrying ``(centers, counts)`` through the chunks in a shuffled order. Inside a chunk the rows
 are visited in random mini-batches; per batch the nearest centres come from BLAS products over
 bounded tiles and a numba running arg-min (:func:`daskauc.embed.assign.nearest_centres`), then
@@ -46,7 +46,7 @@ from .._validation import (
     without_finite_check,
 )
 from ..engine.progress import report as report_progress
-from ..solvers.stream import chunk_order, run_epoch
+from ..engine.stream import chunk_order, run_epoch
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres
 from .seeding import kmeans_parallel, kmeans_plusplus, resolve_init

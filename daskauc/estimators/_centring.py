@@ -27,7 +27,7 @@ import numpy as np
 from .. import _config
 from .._compute import compute, persist
 from .._validation import _check_finite_block, check_finite, without_finite_check
-from ..solvers.stream import is_materialized
+from ..engine.stream import is_materialized
 from ._calibration import calibration_blocks
 
 

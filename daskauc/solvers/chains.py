@@ -1,6 +1,6 @@
 """Data-parallel stochastic epochs: how the states of parallel chains are combined.
 
-With ``n_chains = K > 1`` an epoch runs K chains at once (:func:`~daskauc.solvers.stream.
+With ``n_chains = K > 1`` an epoch runs K chains at once (:func:`~daskauc.engine.stream.
 epoch_graph`), each starting from the epoch's start state and visiting its own share of the
 chunks (visits ``k, k + K, ...`` of the epoch's shuffled order, each with the seed it has in one
 chain), so K workers work at once. At the end of the epoch (or of every round of

@@ -47,10 +47,10 @@ from .._compute import compute, share
 from .._compute import distributed_client as _distributed_client
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
 from ..engine.progress import report as report_progress
+from ..engine.stream import is_materialized
 from ._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from ._result import SolverResult
 from .pairwise import PairwiseCoefficients, class_indices, pairwise_coefficients
-from .stream import is_materialized
 
 logger = logging.getLogger(__name__)
 
@@ -293,13 +293,13 @@ class RowChunks:
     small vector, went mostly to one worker: with half of covtype's embedding cached, one
     worker was busy 1.0 s of a 1.2 s Hessian product and the other 0.3 s. Each streamed task
     starts the read of the next chunk of its worker (the first one again after the last, for
-    the next pass) in a background thread before it computes (:class:`~daskauc.solvers.stream.
+    the next pass) in a background thread before it computes (:class:`~daskauc.engine.stream.
     ReadAhead`), so reading overlaps with the work on the chunk before.
     """
 
     def __init__(self, X: da.Array, cached: da.Array | None = None, client=None):
         from .._validation import without_finite_check
-        from .stream import BlockReader, is_materialized
+        from ..engine.stream import BlockReader, is_materialized
 
         self.deps: list = []
         self.args: list = []
@@ -346,7 +346,7 @@ class RowChunks:
         """The worker of each streamed chunk on a distributed cluster (empty otherwise):
         chunks in order, each to the worker whose work per thread (its cached rows, plus
         ``STREAMED_CHUNK_COST`` times its streamed rows) would be smallest with it."""
-        from .stream import chunk_holders
+        from ..engine.stream import chunk_holders
 
         workers = _workers(client)
         if not workers:
@@ -400,7 +400,7 @@ class RowChunks:
         ran them as 0, 42, 36, 30, ... and almost no read ahead was the one needed next."""
         if not self.where:
             return {}
-        from .stream import _Placement
+        from ..engine.stream import _Placement
 
         where = {(name, c): [w] for name in names for c, w in self.where.items()}
         priority = {(name, c): -1 - c for name in names for c in self.where}
@@ -411,7 +411,7 @@ class RowChunks:
 def _read_block(reader, ahead=None) -> np.ndarray:
     """Chunk ``reader``, taken from the read-ahead (or read now); then the read of ``ahead``
     starts in the background while the caller works on this one."""
-    from .stream import _READ_AHEAD
+    from ..engine.stream import _READ_AHEAD
 
     block = _READ_AHEAD.take(reader)
     if ahead is not None and ahead.key != reader.key:

@@ -57,11 +57,11 @@ from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._validation import seed_sequence, without_finite_check
 from ..engine.progress import report as report_progress
+from ..engine.stream import block_class_counts, epoch_graph, epoch_plan, resolve_chains
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
 from .chains import merge_by_steps, merge_running_average
-from .stream import block_class_counts, epoch_graph, epoch_plan, resolve_chains
 
 logger = logging.getLogger("daskauc")
 

@@ -32,11 +32,11 @@ import numpy as np
 from .._compute import compute
 from .._validation import as_row_chunked, without_finite_check
 from ..engine.progress import report as report_progress
+from ..engine.stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult
 from .chains import merge_reservoirs, merge_running_average, mix_iterates
-from .stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 
 logger = logging.getLogger("daskauc")
 

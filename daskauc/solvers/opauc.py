@@ -37,11 +37,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
+from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _opauc_chunk
 from ._result import SolverResult
 from .chains import add_increments, mix_iterates
 from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
-from .stream import resolve_chains, seed_root
 from .twopass import _check_dim
 
 

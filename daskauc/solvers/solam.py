@@ -62,11 +62,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
+from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _solam_chunk
 from ._result import SolverResult
 from .chains import add_increments, merge_running_average, mix_iterates
 from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
-from .stream import resolve_chains, seed_root
 from .twopass import _check_dim
 
 PENALTIES = ("projection", "l2")

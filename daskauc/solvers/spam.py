@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
+from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _spam_chunk
 from ._result import SolverResult
 from .chains import merge_by_steps
@@ -52,7 +53,6 @@ from .stats import (
     row_order,
     stream_epochs,
 )
-from .stream import resolve_chains, seed_root
 from .twopass import _check_dim
 
 SCHEDULES = ("invsqrt", "inverse")

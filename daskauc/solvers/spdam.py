@@ -66,6 +66,7 @@ import dask.array as da
 import numpy as np
 
 from .._validation import check_param
+from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _spdam_chunk
 from ._result import SolverResult
 from .chains import add_increments, mix_iterates
@@ -79,7 +80,6 @@ from .stats import (
     row_order,
     stream_epochs,
 )
-from .stream import resolve_chains, seed_root
 from .twopass import _check_dim
 
 

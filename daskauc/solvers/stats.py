@@ -41,8 +41,8 @@ from dask.highlevelgraph import HighLevelGraph
 from .._compute import compute
 from .._validation import check_param, check_X_y
 from ..engine.progress import report as report_progress
+from ..engine.stream import epoch_plan, run_epoch
 from ._result import SolverResult
-from .stream import epoch_plan, run_epoch
 
 logger = logging.getLogger("daskauc")
 
@@ -567,7 +567,7 @@ def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solve
     dataclass); the epoch counter advances and the seeds continue across calls, so
     ``partial_fit`` resumes the same random stream. ``report(state)`` adds entries to each
     epoch's history record. ``n_chains`` / ``merge`` / ``sync_every``: parallel chains (see
-    :func:`~daskauc.solvers.stream.epoch_graph`).
+    :func:`~daskauc.engine.stream.epoch_graph`).
     """
     from dataclasses import replace
 

@@ -42,6 +42,7 @@ import dask.array as da
 import numpy as np
 
 from .._validation import check_param
+from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _twopass_sgd_chunk
 from ._result import SolverResult
 from .chains import merge_by_steps
@@ -55,7 +56,6 @@ from .stats import (
     row_order,
     stream_epochs,
 )
-from .stream import resolve_chains, seed_root
 
 SCHEDULES = ("constant", "invsqrt")
 

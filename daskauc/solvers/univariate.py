@@ -35,11 +35,11 @@ import numpy as np
 from .._compute import compute
 from .._validation import without_finite_check
 from ..engine.progress import report as report_progress
+from ..engine.stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
 from .chains import add_increments, merge_running_average, mix_iterates
 from .oam import _training_auc, as_stream_input
-from .stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 
 logger = logging.getLogger("daskauc")
 
