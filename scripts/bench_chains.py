@@ -202,7 +202,7 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None = None) -> None:
           "landmarks, gamma = 1/b; NSAUC lam = 1e-8, SPAM lam = 1e-6 eta = 1, OAM C = 2^-6 "
           "averaged (NOAM's setting); random_state 0; chains combined at the end of every epoch "
           "or after every 2 chunks of each chain (sync_every=2) (docs: "
-          "daskauc.solvers.chains). Accuracy runs on a LocalCluster of 2 workers x 1 thread "
+          "daskauc.engine.chains). Accuracy runs on a LocalCluster of 2 workers x 1 thread "
           "with the embedding persisted (chains placed where their chunks are). Load average "
           f"at the end: {os.getloadavg()[0]:.2f}.", "",
           "## Test AUC with 1, 2 and 4 chains", "", md_table(table), "",

@@ -16,8 +16,8 @@ from daskauc import (
     TwoPassAUC,
     UnivariateAUC,
 )
+from daskauc.engine.chains import merge_reservoirs, merge_running_average, mix_iterates
 from daskauc.engine.stream import epoch_graph, epoch_plan, resolve_chains
-from daskauc.solvers.chains import merge_reservoirs, merge_running_average, mix_iterates
 
 
 def test_merged_running_average_is_the_average_of_every_iterate():

@@ -118,7 +118,7 @@ def epoch_graph(
         (visits ``k, k + n_chains, ...``, each with its own seed as in one chain); their final
         states are combined by ``merge(state, finals, seed)`` in one last task. 1 is one
         chain: the graph (and the result) of the sequential solver.
-    merge : the solver's combination of chain states (see :mod:`daskauc.solvers.chains`).
+    merge : the solver's combination of chain states (see :mod:`daskauc.engine.chains`).
     sync_every : merge after every round of ``sync_every`` visits per chain instead of once at
         the end of the epoch (None).
     """

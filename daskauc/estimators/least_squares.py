@@ -192,7 +192,7 @@ class TwoPassAUC(_LSModel):
     random_state : None, int or Generator
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: ``w`` mixed
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: ``w`` mixed
         by steps, the step counter summed, the means fixed). 1 is the sequential algorithm, bit
         for bit; more chains use more workers and give a close, not identical, result.
     sync_every : int or None, default None
@@ -261,7 +261,7 @@ class OPAUC(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: the class
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: the class
         sums, scatters and counts added exactly, ``w`` mixed by steps). 1 is the sequential
         algorithm, bit for bit; more chains use more workers and give a close, not identical,
         result.
@@ -334,7 +334,7 @@ class SOLAM(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: ``(w, a, b,
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: ``(w, a, b,
         alpha)`` mixed by steps, the gamma-weighted averages exact, the counters summed). 1 is
         the sequential algorithm, bit for bit; more chains use more workers and give a close,
         not identical, result.
@@ -414,7 +414,7 @@ class SPAM(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`). 1 is the
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`). 1 is the
         sequential algorithm, bit for bit; more chains use more workers and give a (close,
         not identical) parameter-mixed result.
     sync_every : int or None, default None
@@ -492,7 +492,7 @@ class SPDAM(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: each
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: each
         chunk's duals from the chain that visited it and ``u`` summed, both exact; ``w`` and
         ``wbar`` mixed by iterations). 1 is the sequential algorithm, bit for bit; more chains
         use more workers and give a close, not identical, result.

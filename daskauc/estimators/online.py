@@ -176,7 +176,7 @@ class OAM(_OnlineAUCModel):
         Seed of every random choice (orders and reservoir decisions).
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`). 1 is the
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`). 1 is the
         sequential algorithm, bit for bit; more chains use more workers and give a (close,
         not identical) parameter-mixed result.
     sync_every : int or None, default None
@@ -285,7 +285,7 @@ class UnivariateAUC(_OnlineAUCModel):
         Seed of the chunk and row orders.
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: ``w`` and
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: ``w`` and
         ``b`` mixed by steps, the averages exact, the counters summed). 1 is the sequential
         algorithm, bit for bit; more chains use more workers and give a close, not identical,
         result.

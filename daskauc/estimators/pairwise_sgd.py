@@ -36,7 +36,7 @@ class PairwiseHingeSGD(LinearAUCModel):
     random_state : int, Generator or None
     n_chains : int >= 1 or "auto", default 1
         Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.solvers.chains`: with
+        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: with
         ``average=True`` the chains' scaled subgradient sums are added, which is the
         sequential iterate of the same subgradients up to factors within ``rskip / (t + t0)``
         of 1, and the averages are merged exactly; with ``average=False`` the last iterates

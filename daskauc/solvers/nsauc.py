@@ -56,12 +56,12 @@ import numpy as np
 from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._validation import seed_sequence, without_finite_check
+from ..engine.chains import merge_by_steps, merge_running_average
 from ..engine.progress import report as report_progress
 from ..engine.stream import block_class_counts, epoch_graph, epoch_plan, resolve_chains
 from ._linear import linear_scores
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
-from .chains import merge_by_steps, merge_running_average
 
 logger = logging.getLogger("daskauc")
 
@@ -190,7 +190,7 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
 
 def merge_chains(start: PairwiseSGDState, finals: list[PairwiseSGDState],
                  seed) -> PairwiseSGDState:
-    """Parallel chains of an epoch (:mod:`daskauc.solvers.chains`).
+    """Parallel chains of an epoch (:mod:`daskauc.engine.chains`).
 
     With ``eta_t = 1 / (lam (t + t0))`` and the shrinking every ``rskip`` steps, the iterate is
     a scaled sum of the hinge subgradients met: ``(t + t0) w_t = (t_s + t0) w_s + sum g``. The
@@ -223,7 +223,7 @@ def _last_partners(start: PairwiseSGDState, finals: list[PairwiseSGDState]
 def merge_last_iterates(start: PairwiseSGDState, finals: list[PairwiseSGDState],
                         seed) -> PairwiseSGDState:
     """Parallel chains of NSVMSGD2 (no averaging; its output is the last iterate): the
-    chains' iterates mixed by steps (:func:`daskauc.solvers.chains.merge_by_steps`), ``t``
+    chains' iterates mixed by steps (:func:`daskauc.engine.chains.merge_by_steps`), ``t``
     summed. Adding their subgradient sums as :func:`merge_chains` does extrapolates when the
     step is nearly constant (the eta0 search gives ``t0`` far above an epoch's steps): each
     chain moves ``w`` about as far as one sequential epoch would, and K such moves from one
@@ -321,7 +321,7 @@ def pairwise_hinge_sgd(
     lam : L2 regularization lambda (the paper's grid is {1e-10, ..., 1e-7}).
     n_epochs : epochs to run; one epoch is ``n`` pair steps, one Dask graph.
     n_chains : chains run in parallel over shares of the chunks each epoch, combined at its
-        end (:mod:`daskauc.solvers.chains`); 1 (default) is the sequential solver, "auto" one
+        end (:mod:`daskauc.engine.chains`); 1 (default) is the sequential solver, "auto" one
         per worker thread.
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each
         chain instead of once per epoch.

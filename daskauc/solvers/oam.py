@@ -31,12 +31,12 @@ import numpy as np
 
 from .._compute import compute
 from .._validation import as_row_chunked, without_finite_check
+from ..engine.chains import merge_reservoirs, merge_running_average, mix_iterates
 from ..engine.progress import report as report_progress
 from ..engine.stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 from ._linear import linear_scores
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult
-from .chains import merge_reservoirs, merge_running_average, mix_iterates
 
 logger = logging.getLogger("daskauc")
 
@@ -103,7 +103,7 @@ def _oam_step(X_block, y_block, state: OAMState, seed, extra, *, C, eta, update,
 
 
 def merge_chains(start: OAMState, finals: list[OAMState], seed) -> OAMState:
-    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` mixed by the rows each chain saw,
+    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` mixed by the rows each chain saw,
     ``wbar`` (the average over rows) exact, the counts summed, each class's reservoir merged
     into a uniform sample of every row of that class seen."""
     rng = np.random.default_rng(seed)
@@ -194,7 +194,7 @@ def oam(
     chunk_rows : rows per chunk for numpy input (or to rechunk dask input).
     validation : optional ``(X_val, y_val)`` (y in {-1, +1}); its AUC goes in the history.
     callback : called as ``callback(epoch, history_row)`` after every epoch.
-    n_chains : parallel chains per epoch (:mod:`daskauc.solvers.chains`: ``w`` mixed by rows,
+    n_chains : parallel chains per epoch (:mod:`daskauc.engine.chains`: ``w`` mixed by rows,
         the average exact, the reservoirs merged into uniform samples of all rows seen); 1 is
         Zhao et al.'s sequential algorithm.
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each.

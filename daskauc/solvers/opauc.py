@@ -22,7 +22,7 @@ O(r^2) memory and O(r^2) time per row (a rank-one update and a symmetric matrix-
 product), which is what makes OPAUC impractical at large r (see
 ``scripts/bench_least_squares.py``). The state (two r x r matrices) travels with the chunks.
 
-Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`): the running statistics are sums
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): the running statistics are sums
 over the rows seen, so they merge exactly: each class's sum, scatter and count is the start's
 plus every chain's increment, equal (float64 rounding aside) to what one chain accumulates over
 the same rows. Within the epoch a chain's statistics hold the start's rows and its own. The
@@ -37,10 +37,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
+from ..engine.chains import add_increments, mix_iterates
 from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _opauc_chunk
 from ._result import SolverResult
-from .chains import add_increments, mix_iterates
 from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
 from .twopass import _check_dim
 
@@ -75,7 +75,7 @@ def _opauc_step(Xb, yb, state: OPAUCState, seed, extra, *, eta, lam):
 
 
 def merge_chains(start: OPAUCState, finals: list[OPAUCState], seed) -> OPAUCState:
-    """Parallel chains (:mod:`daskauc.solvers.chains`): the class sums, scatters and counts
+    """Parallel chains (:mod:`daskauc.engine.chains`): the class sums, scatters and counts
     are the start's plus the chains' increments (exact), ``w`` is mixed by steps, the step
     counter summed."""
     def total(name):
@@ -109,7 +109,7 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
     state : OPAUCState, optional
         Continue a previous run (``partial_fit``: the stream goes on).
     n_chains : int or "auto"
-        Parallel chains per epoch (:mod:`daskauc.solvers.chains`: the class statistics
+        Parallel chains per epoch (:mod:`daskauc.engine.chains`: the class statistics
         summed exactly, ``w`` mixed by steps); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.

@@ -37,7 +37,7 @@ LS with penalty ``lam`` (the family's common scale).
 ``kappa=None`` uses the largest row norm seen so far, updated chunk by chunk before the chunk's
 rows are visited (SOLAM is a one-pass method; an exact kappa would cost a pass of its own).
 
-Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`). The saddle-point iterate
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`). The saddle-point iterate
 ``(w, a, b, alpha)`` is mixed as a whole, weighted by the steps each chain took: the primal
 ``w, a, b`` and the dual ``alpha`` alike, as CoDA (Guo et al. 2020) averages the primal and
 dual variables of local primal-dual SGD on this min-max form of AUC. A convex combination stays
@@ -62,10 +62,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
+from ..engine.chains import add_increments, merge_running_average, mix_iterates
 from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _solam_chunk
 from ._result import SolverResult
-from .chains import add_increments, merge_running_average, mix_iterates
 from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
 from .twopass import _check_dim
 
@@ -117,7 +117,7 @@ def _solam_step(Xb, yb, state: SOLAMState, seed, extra, *, zeta, R, kappa, mode,
 
 
 def merge_chains(start: SOLAMState, finals: list[SOLAMState], seed) -> SOLAMState:
-    """Parallel chains (:mod:`daskauc.solvers.chains`): ``(w, a, b, alpha)`` mixed by steps,
+    """Parallel chains (:mod:`daskauc.engine.chains`): ``(w, a, b, alpha)`` mixed by steps,
     the gamma-weighted averages exact (weighted by the sums of the gammas), ``t``, the
     positives seen and the sum of the gammas summed, ``kappa`` the largest."""
     steps = [f.t - start.t for f in finals]
@@ -162,7 +162,7 @@ def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "project
     state : SOLAMState, optional
         Continue a previous run.
     n_chains : int or "auto"
-        Parallel chains per epoch (:mod:`daskauc.solvers.chains`: ``(w, a, b, alpha)`` mixed
+        Parallel chains per epoch (:mod:`daskauc.engine.chains`: ``(w, a, b, alpha)`` mixed
         by steps, the gamma-weighted averages exact, the counters summed); 1 is the
         sequential solver.
     sync_every : int, optional

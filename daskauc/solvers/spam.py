@@ -39,10 +39,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
+from ..engine.chains import merge_by_steps
 from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _spam_chunk
 from ._result import SolverResult
-from .chains import merge_by_steps
 from .stats import (
     ClassMeans,
     ClassStats,
@@ -83,7 +83,7 @@ def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule)
 
 
 def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
-    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` mixed by steps, the uniform
+    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` mixed by steps, the uniform
     average ``wbar`` over all chains' iterates (exact), ``t`` summed, the means fixed."""
     return merge_by_steps(start, finals, counter="t", average="wbar")
 
@@ -121,7 +121,7 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     update_means : bool
         With ``state``: merge this X's class statistics into the state's first.
     n_chains : int or "auto"
-        Parallel chains per epoch (:mod:`daskauc.solvers.chains`: ``w`` mixed by steps, the
+        Parallel chains per epoch (:mod:`daskauc.engine.chains`: ``w`` mixed by steps, the
         average exact, the class means fixed); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.

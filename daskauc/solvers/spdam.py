@@ -45,7 +45,7 @@ the theorem's independent uniform batches; the measured convergence is geometric
 The duals are an n-vector kept in the state, split like the row chunks; each chunk's task
 updates its own slice. One epoch is one graph ``daskauc-spdam-epoch-...``.
 
-Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`). The chains of a round visit
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`). The chains of a round visit
 disjoint chunks, so the duals merge exactly: each chunk's duals are those of the chain that
 visited it (the start's if none did), and ``u = (1/n) sum_i beta_i xbar_i``, linear in the
 duals, is the start's plus every chain's increment, which is ``u`` of the merged duals (the
@@ -66,10 +66,10 @@ import dask.array as da
 import numpy as np
 
 from .._validation import check_param
+from ..engine.chains import add_increments, mix_iterates
 from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _spdam_chunk
 from ._result import SolverResult
-from .chains import add_increments, mix_iterates
 from .stats import (
     ClassMeans,
     ClassStats,
@@ -137,7 +137,7 @@ def _spdam_step(Xb, yb, state: SPDAMState, seed, chunk, **_):
 
 
 def merge_chains(start: SPDAMState, finals: list[SPDAMState], seed) -> SPDAMState:
-    """Parallel chains (:mod:`daskauc.solvers.chains`): each chunk's duals from the chain that
+    """Parallel chains (:mod:`daskauc.engine.chains`): each chunk's duals from the chain that
     visited it, ``u`` the start's plus the chains' increments (exact), ``w`` and ``wbar``
     mixed by iterations, ``iters`` summed."""
     duals = []
@@ -179,7 +179,7 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
     state : SPDAMState, optional
         Continue a previous run on the same rows (the duals belong to them).
     n_chains : int or "auto"
-        Parallel chains per epoch (:mod:`daskauc.solvers.chains`: each chunk's duals from the
+        Parallel chains per epoch (:mod:`daskauc.engine.chains`: each chunk's duals from the
         chain that visited it and ``u`` summed, both exact; ``w`` and ``wbar`` mixed by
         iterations); 1 is the sequential solver.
     sync_every : int, optional

@@ -28,7 +28,7 @@ Dask graph ``daskauc-twopass-epoch-...`` threading ``w`` through the chunks in a
 order, rows inside a chunk in a random permutation (numba kernel
 ``_ls_kernels._twopass_sgd_chunk``, two O(r) loops per row).
 
-Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`): pass 2 is plain SGD on ``w``, so
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): pass 2 is plain SGD on ``w``, so
 the chains' iterates are mixed by the steps each took (Zinkevich et al. 2010), the step counter
 is the start's plus every chain's steps (``eta / sqrt(t)`` continues from the total), and the
 first pass's means stay the start's (they are fixed within an epoch).
@@ -42,10 +42,10 @@ import dask.array as da
 import numpy as np
 
 from .._validation import check_param
+from ..engine.chains import merge_by_steps
 from ..engine.stream import resolve_chains, seed_root
 from ._ls_kernels import _twopass_sgd_chunk
 from ._result import SolverResult
-from .chains import merge_by_steps
 from .stats import (
     ClassMeans,
     ClassStats,
@@ -85,7 +85,7 @@ def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedul
 
 
 def merge_chains(start: TwoPassState, finals: list[TwoPassState], seed) -> TwoPassState:
-    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` mixed by steps, ``t`` summed,
+    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` mixed by steps, ``t`` summed,
     the means fixed (the start's)."""
     return merge_by_steps(start, finals, counter="t")
 
@@ -134,7 +134,7 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
         With ``state``: first merge the class statistics of this ``X`` into the state's
         (a pass over X), as ``partial_fit`` on a new batch of a stream does.
     n_chains : int or "auto"
-        Parallel chains per epoch of pass 2 (:mod:`daskauc.solvers.chains`: ``w`` mixed by
+        Parallel chains per epoch of pass 2 (:mod:`daskauc.engine.chains`: ``w`` mixed by
         steps, the step counter summed, the means fixed); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.

@@ -17,7 +17,7 @@ Streaming exactly as :mod:`daskauc.solvers.oam`: one graph per epoch
 (``daskauc-uni-exp-epoch-...`` / ``daskauc-uni-squ-epoch-...``), a random chunk order and a
 random row order per chunk drawn by the Python step from the visit's ``SeedSequence``.
 
-Parallel chains (``n_chains``, :mod:`daskauc.solvers.chains`), for both losses: ``w`` and the
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`), for both losses: ``w`` and the
 offset ``b`` are mixed by the steps each chain took (parameter mixing, Zinkevich et al. 2010);
 the uniform averages ``wbar`` and ``bbar`` are merged exactly (the average of every chain's
 iterates and the start's); the step counter ``t`` and the positives seen are the start's plus
@@ -34,11 +34,11 @@ import numpy as np
 
 from .._compute import compute
 from .._validation import without_finite_check
+from ..engine.chains import add_increments, merge_running_average, mix_iterates
 from ..engine.progress import report as report_progress
 from ..engine.stream import epoch_graph, epoch_plan, resolve_chains, seed_root
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
-from .chains import add_increments, merge_running_average, mix_iterates
 from .oam import _training_auc, as_stream_input
 
 logger = logging.getLogger("daskauc")
@@ -88,7 +88,7 @@ def _univariate_step(X_block, y_block, state: UnivariateState, seed, extra, *, l
 
 def merge_chains(start: UnivariateState, finals: list[UnivariateState],
                  seed) -> UnivariateState:
-    """Parallel chains (:mod:`daskauc.solvers.chains`): ``w`` and ``b`` mixed by steps,
+    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` and ``b`` mixed by steps,
     ``wbar`` and ``bbar`` exact averages over every chain's steps, the counters summed."""
     t0 = int(start.counts[0])
     ts = [int(f.counts[0]) for f in finals]
@@ -138,7 +138,7 @@ def univariate_sgd(
     chunk_rows : rows per chunk for numpy input (or to rechunk dask input).
     validation : optional ``(X_val, y_val)`` (y in {-1, +1}); its AUC goes in the history.
     callback : called as ``callback(epoch, history_row)`` after every epoch.
-    n_chains : parallel chains per epoch (:mod:`daskauc.solvers.chains`: ``w`` and ``b`` mixed
+    n_chains : parallel chains per epoch (:mod:`daskauc.engine.chains`: ``w`` and ``b`` mixed
         by steps, the averages exact, the counters summed); 1 (default) is the sequential
         algorithm, "auto" one per worker thread.
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each.
