@@ -12,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 import daskauc.estimators._selection as selection
 from daskauc import KernelAUC, load_model, save_model
-from daskauc.solvers.cost import route_costs
+from daskauc.engine.cost import route_costs
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 

@@ -9,7 +9,7 @@ LSAUC's least-squares loss, in one of two routes that give the same model:
 * ``solver="embedding"``: the materialized k-means-Nystroem embedding with these centres as
   landmarks and NBAUC's / LSAUC's solver on it, for small m;
 * ``solver="auto"`` picks the cheaper by the measured-cost model of
-  :mod:`daskauc.solvers.cost` (the embedding only when it fits in memory).
+  :mod:`daskauc.engine.cost` (the embedding only when it fits in memory).
 
 ``gamma="auto"`` and ``lam="auto"`` choose both by validation AUC on a stratified subsample
 (:mod:`daskauc.estimators._selection`).
@@ -451,7 +451,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         return np.asarray(sel.centres, dtype=np.float64), sel.labels, sel.index
 
     def _route(self, n, d, m):
-        from ..solvers.cost import route_costs
+        from ..engine.cost import route_costs
         from ..solvers.kernel_basis import _n_threads
         from ..solvers.newton import _distributed_client, memory_budget
 
