@@ -1,5 +1,6 @@
 """daskauc: out-of-core, Dask-distributed nonlinear AUC maximization."""
 
+from ._store import StoreIntegrityError
 from ._validation import default_chunks
 from ._version import __version__
 from .data import (
@@ -14,7 +15,6 @@ from .data import (
     train_test_split,
     write_dataset,
 )
-from .data.store import StoreIntegrityError
 from .embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures, load_embedding_map
 from .engine.progress import log_to_stderr, progress
 from .estimators.kernel import KernelAUC

@@ -162,7 +162,7 @@ def _check_outputs(args, *paths, kind: str, inputs=(), expected_bytes=None,
     """Everything knowable about the outputs before any work (and before a cluster starts):
     none is an input or another output, none replaces something unasked or of another kind,
     each can be written (its directory, the free space when the size is known)."""
-    from .data.store import check_output, resolve_path
+    from ._store import check_output, resolve_path
 
     seen: dict[str, str] = {}
     for path in paths:
@@ -206,8 +206,8 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_split(args) -> int:
+    from ._store import open_dataset
     from .data.split import split_store
-    from .data.store import open_dataset
 
     open_dataset(args.store)
     _check_outputs(args, args.train, args.test, kind="dataset", inputs=[args.store])
@@ -220,7 +220,7 @@ def cmd_split(args) -> int:
 
 
 def cmd_embed(args) -> int:
-    from .data.store import open_dataset
+    from ._store import open_dataset
     from .embed.nystroem import KMeansNystroem, load_embedding_map
 
     # inputs and outputs are checked before the cluster starts and before any work
@@ -318,7 +318,7 @@ def _check_plot(path: str | None, overwrite: bool) -> None:
 def _check_file_output(path: str, overwrite: bool, option: str) -> None:
     """An output that is a plain file (a figure, a scheduler file): not replaced unasked,
     not a directory, its directory writable."""
-    from .data.store import check_directory
+    from ._store import check_directory
 
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
@@ -337,7 +337,7 @@ def _save_figure(ax, path: str) -> None:
 
 
 def cmd_fit(args) -> int:
-    from .data.store import open_dataset
+    from ._store import open_dataset
     from .io import save_model
 
     est, error = _fit_estimator(args)
@@ -349,7 +349,7 @@ def cmd_fit(args) -> int:
     inputs = [args.store, args.validation]
     _check_outputs(args, args.model, kind="model", inputs=inputs)
     if args.checkpoint:
-        from .data.store import resolve_path
+        from ._store import resolve_path
 
         if resolve_path(args.checkpoint) == resolve_path(args.model):
             raise ValueError(f"--checkpoint {args.checkpoint} is the model's path: the "
@@ -409,7 +409,7 @@ def cmd_fit(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from .data.store import open_dataset
+    from ._store import open_dataset
     from .io import load_model
     from .metrics import roc_auc
 
@@ -438,11 +438,11 @@ def cmd_demo(args) -> int:
     """Ingest the shipped spambase data, embed it, train NSAUC and print test AUC and timings."""
     import shutil
 
+    from ._store import open_dataset
     from .data.default import default_dataset_path
     from .data.ingest import ingest
     from .data.scale import StandardScaler
     from .data.split import split_store
-    from .data.store import open_dataset
     from .embed.nystroem import KMeansNystroem
     from .estimators.pairwise_sgd import PairwiseHingeSGD
     from .metrics import roc_auc

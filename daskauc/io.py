@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from .data.store import create_array, open_store, verify_chunk_checksums, writing_store
+from ._store import create_array, open_store, verify_chunk_checksums, writing_store
 
 
 def _registry() -> dict[str, type]:

@@ -32,9 +32,9 @@ def main(argv=None) -> int:
     from distributed import Client, LocalCluster
 
     from daskauc import _config
+    from daskauc._store import open_store
     from daskauc.data import ingest_array, open_dataset
     from daskauc.data.scale import StandardScaler
-    from daskauc.data.store import open_store
     from daskauc.embed.nystroem import KMeansNystroem
 
     os.makedirs(OUT, exist_ok=True)

@@ -16,9 +16,9 @@ import zarr
 from helpers import ExternalCluster, dataset_store
 
 from daskauc import LSAUC, ModelFileError, RankSVM, StoreIntegrityError, load_model, save_model
+from daskauc._store import begin_store, create_array, open_store, writing_store
 from daskauc.cli import main
 from daskauc.data import ingest_array, open_dataset
-from daskauc.data.store import begin_store, create_array, open_store, writing_store
 
 
 def _data(n=240, d=5, seed=0):
@@ -440,7 +440,7 @@ def test_overwriting_a_regular_file_leaves_nothing_behind(tmp_path):
     and a later open restored it over the path. A file is not daskauc's to replace: refused
     before the write, untouched; one that appears while the write runs (overwrite asked) is
     replaced without a remnant."""
-    from daskauc.data.store import begin_store
+    from daskauc._store import begin_store
 
     target = tmp_path / "out.zarr"
     target.write_text("a file, not a store")

@@ -9,9 +9,9 @@ import zarr
 from helpers import dataset_store
 
 from daskauc import StoreIntegrityError
+from daskauc._store import CheckedZarrArray, create_array, writing_store
 from daskauc.data import open_dataset
 from daskauc.data.rawchunks import RawChunks
-from daskauc.data.store import CheckedZarrArray, create_array, writing_store
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

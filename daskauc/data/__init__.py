@@ -1,10 +1,10 @@
 """Datasets: ingest to Zarr, open, split, scale, and the shipped default dataset."""
 
+from .._store import Dataset, open_dataset
 from .default import default_dataset_path, load_default
 from .ingest import ingest, ingest_array, write_dataset
 from .scale import MinMaxScaler, StandardScaler, normalize_rows
 from .split import split_store, train_test_split
-from .store import Dataset, open_dataset
 
 __all__ = [
     "Dataset", "MinMaxScaler", "StandardScaler", "default_dataset_path", "ingest",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from importlib import resources
 
+from .._store import Dataset
 from .ingest import ingest
-from .store import Dataset
 
 __all__ = ["default_dataset_path", "load_default"]
 

@@ -1,9 +1,9 @@
 """Ingest LIBSVM / svmlight text, dense delimited text, numpy and dask arrays into dataset stores.
 
-A dataset store (see :mod:`daskauc.data.store`) is a Zarr group with ``X`` (n x d, float32 or
+A dataset store (see :mod:`daskauc._store`) is a Zarr group with ``X`` (n x d, float32 or
 float64, chunked by rows only), ``y`` (n, int8 in {-1, +1}, the same row chunks) and its
 provenance in the group attributes. Every write goes through the safe-write protocol of
-:func:`~daskauc.data.store.writing_store`: an interrupted ingest never leaves a store that
+:func:`~daskauc._store.writing_store`: an interrupted ingest never leaves a store that
 opens as complete, and an existing store is only replaced with ``overwrite=True``.
 
 How a text file is read (memory is bounded by a few row chunks, one block of text and one
@@ -58,17 +58,7 @@ import dask.array as da
 import numpy as np
 
 from .. import _compute, _config
-from .._validation import (
-    as_row_chunked,
-    check_not_empty,
-    check_param,
-    label_classes,
-    reject_sparse,
-    seed_sequence,
-)
-from ..engine.stream import class_counts_block
-from . import _kernels as K
-from .store import (
+from .._store import (
     Dataset,
     PendingStore,
     _is_url,
@@ -81,6 +71,16 @@ from .store import (
     resolve_path,
     writing_store,
 )
+from .._validation import (
+    as_row_chunked,
+    check_not_empty,
+    check_param,
+    label_classes,
+    reject_sparse,
+    seed_sequence,
+)
+from ..engine.stream import class_counts_block
+from . import _kernels as K
 
 logger = logging.getLogger("daskauc")
 

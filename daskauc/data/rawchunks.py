@@ -18,7 +18,7 @@ would (tested byte for byte).
 
 The checks are Zarr's and daskauc's: a chunk file that is absent, of any other size, whose
 checksum differs, or whose checksum is not the one the commit recorded for its position
-(chunk files swapped or copied over) is a :class:`~daskauc.data.store.StoreIntegrityError`
+(chunk files swapped or copied over) is a :class:`~daskauc._store.StoreIntegrityError`
 naming it, never data.
 Anything else (compressed chunks, object storage, a selection that is not whole rows) goes
 through Zarr.

@@ -19,9 +19,9 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
+from .._store import open_dataset, store_exists
 from .._validation import as_row_chunked, is_store_path, seed_sequence
 from .ingest import write_dataset
-from .store import open_dataset, store_exists
 
 __all__ = ["train_test_split", "split_store", "split_mask"]
 

@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
 from .._compute import compute, share
+from .._store import Dataset, create_array, open_dataset, open_store, writing_store
 from .._validation import (
     as_labels,
     as_numpy_rows,
@@ -45,7 +46,6 @@ from .._validation import (
     set_features_in,
 )
 from .._version import __version__
-from ..data.store import Dataset, create_array, open_dataset, open_store, writing_store
 from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
 from .kmeans import _child, _fit_kmeans
 
@@ -496,7 +496,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         (landmarks, projection, eigenvalues, scaler statistics; gamma and parameters in its
         attributes), and provenance (parameters, ``input_sha256``, ``map_sha256``, versions,
         class counts) in the group attributes. It is written through
-        :func:`daskauc.data.store.writing_store`, so an interrupted write never looks complete.
+        :func:`daskauc._store.writing_store`, so an interrupted write never looks complete.
         Under the threaded scheduler BLAS is limited to one thread per task while writing.
         """
         check_is_fitted(self, "projection_")

@@ -17,8 +17,8 @@ import os
 import dask.array as da
 import numpy as np
 
+from .._store import _is_url
 from .._validation import is_store_path
-from ..data.store import _is_url
 
 
 class Checkpoint:
@@ -78,7 +78,7 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
         if resume:
             raise ValueError("resume=True needs checkpoint=PATH, the fit to continue")
         return None
-    from ..data.store import check_directory, resolve_path, restore_interrupted, store_exists
+    from .._store import check_directory, resolve_path, restore_interrupted, store_exists
 
     path = resolve_path(checkpoint)
     targets = [(s, "the data store {} this fit reads") for s in _stores_read(X, y)]
@@ -162,7 +162,7 @@ def _source(obj, name: str) -> dict | None:
     if obj is None:
         return None
     if is_store_path(obj):
-        from ..data.store import open_store, resolve_path
+        from .._store import open_store, resolve_path
 
         path = resolve_path(obj)
         group = open_store(path, verify=False)
@@ -195,8 +195,8 @@ def _store_source(path: str, attrs: dict, array: str, shape) -> dict:
 def _store_array(obj):
     """The ``zarr.Array`` behind ``obj`` when ``obj`` is one, or is exactly the dask array
     of one (``open_dataset``, ``da.from_zarr``: not sliced, cast or rechunked); else None."""
+    from .._store import CheckedZarrArray
     from .._validation import _is_zarr_array
-    from ..data.store import CheckedZarrArray
 
     if _is_zarr_array(obj):
         return obj
@@ -232,7 +232,7 @@ def _zarr_location(arr) -> tuple[str | None, dict]:
 
 def _stores_read(*objs) -> list[str]:
     """Resolved locations of the stores ``objs`` (paths, Zarr or dask arrays) read from."""
-    from ..data.store import resolve_path
+    from .._store import resolve_path
 
     out = []
     for obj in objs:
@@ -264,7 +264,7 @@ def _refuse_foreign(path: str, cls: type) -> None:
     import zarr
 
     from .. import _config
-    from ..data.store import store_exists
+    from .._store import store_exists
     from ..io import _STATE_GROUP
 
     where = f"the checkpoint path {path}"

@@ -207,7 +207,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         (``y=None``).
         """
         if is_store_path(X) and y is None:
-            from ..data.store import open_dataset
+            from .._store import open_dataset
 
             ds = open_dataset(X)
             X, y = ds.X, ds.y

@@ -46,8 +46,8 @@ import zarr
 from dask.base import tokenize
 from dask.delayed import Delayed
 
-from .. import _config
-from .._version import __version__
+from . import _config
+from ._version import __version__
 
 
 class StoreIntegrityError(ValueError):
@@ -126,7 +126,7 @@ def writing_store(path, *, overwrite: bool = False, kind: str, attrs: dict | Non
 class PendingStore:
     """A store being written by a dask graph that has not run yet.
 
-    Same protocol as :func:`~daskauc.data.store.writing_store`, split in two so the write
+    Same protocol as :func:`~daskauc._store.writing_store`, split in two so the write
     can share a pass with other work: :func:`begin_store` creates the group (at a hidden
     sibling path for local stores) and :meth:`commit` marks it complete and moves it into
     place. ``commit`` is a plain picklable function of strings, so it runs as the last task
@@ -660,7 +660,7 @@ class CheckedZarrArray:
     with the array to the workers (4 bytes and a key per chunk)."""
 
     def __init__(self, array: zarr.Array, label: str, checksums: dict[str, int] | None = None):
-        from .rawchunks import RawChunks
+        from .data.rawchunks import RawChunks
 
         self.array, self.label = array, label
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
