@@ -660,7 +660,7 @@ class CheckedZarrArray:
     with the array to the workers (4 bytes and a key per chunk)."""
 
     def __init__(self, array: zarr.Array, label: str, checksums: dict[str, int] | None = None):
-        from .data.rawchunks import RawChunks
+        from ._rawchunks import RawChunks
 
         self.array, self.label = array, label
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim

@@ -31,7 +31,7 @@ def _data(n=240, d=5, seed=0):
 @pytest.fixture(params=["zstd", "plain"])
 def store(tmp_path, request):
     """A dataset store, compressed (read through Zarr) or of plain-bytes chunks (read
-    straight from the files by daskauc.data.rawchunks): every check must hold for both."""
+    straight from the files by daskauc._rawchunks): every check must hold for both."""
     X, y = _data()
     compressors = "auto" if request.param == "zstd" else None
     return dataset_store(tmp_path / "ds.zarr", X, y, rows=60, compressors=compressors), X, y

@@ -638,7 +638,7 @@ def _write_chunking(Xd: da.Array, rows: int, exact: bool) -> tuple[int, da.Array
 def _map_write_block(Xb, yb, first, *, args, zX, zy, rows):
     """Map one input chunk and write its output chunks at its rows, one output chunk at a
     time; return its (neg, pos) counts."""
-    from ..data.rawchunks import write_rows
+    from .._rawchunks import write_rows
 
     start = int(first[0]) if len(first) else 0
     for s in range(0, Xb.shape[0], rows):

@@ -65,7 +65,7 @@ class BufferPool:
     def take(self, nbytes: int) -> np.ndarray:
         with self._lock:
             if self.max_buffers is None:  # one in use and one read ahead per thread, + 1
-                from .._compute import threads_here
+                from ._compute import threads_here
 
                 self.max_buffers = 2 * threads_here() + 1
             for buf in self._buffers:
