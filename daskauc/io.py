@@ -18,18 +18,8 @@ from typing import Any
 import numpy as np
 import zarr
 
+from ._registry import MODEL_CLASSES
 from ._store import create_array, open_store, verify_chunk_checksums, writing_store
-
-
-def _registry() -> dict[str, type]:
-    import daskauc
-
-    out = {}
-    for name in getattr(daskauc, "__all__", []):
-        obj = getattr(daskauc, name, None)
-        if isinstance(obj, type):
-            out[obj.__name__] = obj
-    return out
 
 
 def _jsonable(value: Any):
@@ -148,7 +138,7 @@ def _read_estimator(group: zarr.Group, path: str, where: str = ""):
         if not isinstance(attrs.get(key), kind):
             raise ModelFileError(f"{at}: not a valid daskauc model (attribute {key!r} is "
                                  f"{'missing' if key not in attrs else 'malformed'})")
-    cls = _registry().get(attrs["class"])
+    cls = MODEL_CLASSES.get(attrs["class"])
     if cls is None or not issubclass(cls, BaseEstimator):
         raise ModelFileError(f"{at}: unknown model class {attrs['class']!r} "
                              "(not a daskauc estimator)")

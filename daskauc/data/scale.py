@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute
+from .._registry import model_class
 from .._validation import (
     as_numpy_rows,
     as_row_chunked,
@@ -130,6 +131,7 @@ def _transform(est, X, fn, name):
     return A.map_blocks(fn, est, dtype=A.dtype, name=f"daskauc-{name}-{token}", meta=A._meta)
 
 
+@model_class
 class StandardScaler(TransformerMixin, BaseEstimator):
     """Standardize features to zero mean and unit variance, fitted in one pass.
 
@@ -218,6 +220,7 @@ def _unstandardize(block, est):
     return out
 
 
+@model_class
 class MinMaxScaler(TransformerMixin, BaseEstimator):
     """Scale every feature linearly onto ``feature_range``, fitted in one pass.
 

@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute
+from .._registry import model_class
 from .._validation import (
     as_row_chunked,
     check_not_empty,
@@ -37,6 +38,7 @@ def _rff_block(block, W, b, scale):
     return P
 
 
+@model_class
 class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     """Random Fourier features ``z(x) = sqrt(2/D) cos(Omega x + b)`` of the Gaussian kernel.
 

@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute
+from .._registry import model_class
 from .._validation import (
     as_row_chunked,
     check_n_features,
@@ -325,6 +326,7 @@ def _sse_block(block, C, csq):
     return np.array([_labels_sse_block(block, C, csq)[1]])
 
 
+@model_class
 class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     """Mini-batch k-means over numpy or out-of-core dask arrays (Sculley 2010).
 

@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
 from .._compute import compute, share
+from .._registry import model_class
 from .._store import Dataset, create_array, open_dataset, open_store, writing_store
 from .._validation import (
     as_labels,
@@ -211,6 +212,7 @@ def _nystroem_block(block, U, usq, M, gamma, mean, scale):
 # ----------------------------------------------------------------------------- estimator
 
 
+@model_class
 class KMeansNystroem(TransformerMixin, BaseEstimator):
     """Nystroem feature map of the Gaussian kernel on k-means landmarks.
 

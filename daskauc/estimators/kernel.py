@@ -29,6 +29,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute, persist
+from .._registry import model_class
 from .._validation import (
     as_labels,
     as_row_chunked,
@@ -61,6 +62,7 @@ def _child(ss: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, k))
 
 
+@model_class
 class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     """Gaussian-kernel AUC maximization with many centres, gamma and lam chosen.
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._registry import model_class
 from .._validation import (
     check_n_features,
     check_params,
@@ -121,6 +122,7 @@ class _LSModel(LinearAUCModel):
         return self
 
 
+@model_class
 class LSAUC(_LSModel):
     """Exact least-squares AUC: one distributed pass and one r x r solve.
 
@@ -168,6 +170,7 @@ class LSAUC(_LSModel):
         return lsauc(X, y, lam=float(self.lam), stats=stats)
 
 
+@model_class
 class TwoPassAUC(_LSModel):
     """TwoPassAUC (Luan & Gao 2018): class means, then SGD with an unbiased gradient of LS.
 
@@ -241,6 +244,7 @@ class TwoPassAUC(_LSModel):
                            sync_every=self.sync_every)
 
 
+@model_class
 class OPAUC(_LSModel):
     """OPAUC (Gao et al. 2013): one pass with running class means and covariances.
 
@@ -303,6 +307,7 @@ class OPAUC(_LSModel):
                      n_chains=self.n_chains, sync_every=self.sync_every)
 
 
+@model_class
 class SOLAM(_LSModel):
     """SOLAM (Ying, Wen & Lyu 2016) and regSOLAM (``penalty="l2"``, Natole et al. 2019).
 
@@ -389,6 +394,7 @@ class SOLAM(_LSModel):
                      state=state, n_chains=self.n_chains, sync_every=self.sync_every)
 
 
+@model_class
 class SPAM(_LSModel):
     """SPAM-L2 / SPAM-NET (Natole, Ying & Lyu 2018): stochastic proximal AUC maximization.
 
@@ -475,6 +481,7 @@ class SPAM(_LSModel):
                     sync_every=self.sync_every)
 
 
+@model_class
 class SPDAM(_LSModel):
     """SPDAM (Natole, Ying & Lyu 2019): stochastic primal-dual, linear convergence to LSAUC.
 

@@ -11,6 +11,7 @@ import functools
 import dask.array as da
 import numpy as np
 
+from .._registry import model_class
 from .._validation import (
     as_row_chunked,
     check_n_features,
@@ -144,6 +145,7 @@ class _OnlineAUCModel(LinearAUCModel):
         return self
 
 
+@model_class
 class OAM(_OnlineAUCModel):
     """Online AUC maximization with reservoir buffers (OAMseq / OAMgra).
 
@@ -255,6 +257,7 @@ class OAM(_OnlineAUCModel):
                    sync_every=self.sync_every)
 
 
+@model_class
 class UnivariateAUC(_OnlineAUCModel):
     """Online SGD on the class-weighted univariate exponential or squared loss.
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+from .._registry import model_class
 from .._validation import check_n_features, check_params, check_X_y, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
 from ._base import LinearAUCModel
 from ._checkpoint import open_checkpoint
 
 
+@model_class
 class PairwiseHingeSGD(LinearAUCModel):
     """Stochastic pairwise hinge AUC maximization streaming row chunks (SAUC / SVMSGD2).
 

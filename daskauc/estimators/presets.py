@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
 from .._compute import compute, persist
+from .._registry import model_class
 from .._validation import (
     as_row_chunked,
     check_predict_X,
@@ -313,6 +314,7 @@ def _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standard
     self.random_state = random_state
 
 
+@model_class
 class NSAUC(EmbeddedAUCModel):
     __doc__ = f"""NSAUC: k-means Nystroem embedding + averaged pairwise hinge SGD (Khalid et al.).
 
@@ -350,12 +352,14 @@ class NSAUC(EmbeddedAUCModel):
                         embedding_store, overwrite, persist, random_state)
 
 
+@model_class
 class NSVMSGD2(NSAUC):
     """NSVMSGD2: NSAUC without averaging (the last SGD iterate), as in Khalid et al. Fig. 1."""
 
     _solver_fixed = {"average": False}
 
 
+@model_class
 class NBAUC(EmbeddedAUCModel):
     __doc__ = f"""NBAUC: k-means Nystroem embedding + PRSVM+ truncated Newton (Khalid Alg. 2).
 
@@ -390,6 +394,7 @@ class NBAUC(EmbeddedAUCModel):
                         embedding_store, overwrite, persist, random_state)
 
 
+@model_class
 class RFAUC(NBAUC):
     """RFAUC: random Fourier features (``n_landmarks`` of them) + PRSVM+ (the RFAUC baseline).
 
@@ -400,6 +405,7 @@ class RFAUC(NBAUC):
     _feature_map = "fourier"
 
 
+@model_class
 class KernelRankSVM(NBAUC):
     """Exact Gaussian-kernel RankSVM for small n: every training row is a landmark.
 
@@ -417,6 +423,7 @@ class KernelRankSVM(NBAUC):
                          overwrite=overwrite, persist=persist, random_state=random_state)
 
 
+@model_class
 class NOAM(EmbeddedAUCModel):
     __doc__ = f"""NOAM: k-means Nystroem embedding + OAM with 100+100 reservoir buffers.
 
@@ -445,6 +452,7 @@ class NOAM(EmbeddedAUCModel):
                         embedding_store, overwrite, persist, random_state)
 
 
+@model_class
 class NSOLAM(EmbeddedAUCModel):
     __doc__ = f"""NSOLAM: k-means Nystroem embedding + SOLAM (Khalid et al.'s NSOLAM baseline).
 

@@ -16,6 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from .._compute import compute, persist
+from .._registry import model_class
 from .._validation import (
     check_n_features,
     check_param,
@@ -29,6 +30,7 @@ from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
 
 
+@model_class
 class RankSVM(LinearAUCModel):
     """Linear RankSVM maximizing AUC through the pairwise squared hinge (PRSVM+).
 
