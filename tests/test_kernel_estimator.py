@@ -10,7 +10,7 @@ import pytest
 from reference import kernel as ref
 from sklearn.metrics import roc_auc_score
 
-import daskauc.estimators._selection as selection
+import daskauc.model_selection.gamma_lam as selection
 from daskauc import KernelAUC, load_model, save_model
 from daskauc.engine.cost import route_costs
 

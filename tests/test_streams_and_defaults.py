@@ -40,8 +40,8 @@ def test_C_auto_is_the_best_validation_C_of_independent_fits_rescaled():
     """The oracle: on the same subsample and split, a cold fit at each C of the path (each to
     tol 1e-8) ranks the validation rows with the AUC the warm path recorded, the chosen C is
     the first of highest validation AUC, and the C used is it times (n_tr / n) ** 1.5."""
-    from daskauc.estimators import _auto_c
-    from daskauc.estimators._selection import stratified_subsample
+    from daskauc.model_selection import c_path as _auto_c
+    from daskauc.model_selection.gamma_lam import stratified_subsample
 
     X, y = _linear(n=900)
     est = RankSVM(tol=1e-8, random_state=3).fit(X, y)

@@ -12,7 +12,7 @@ LSAUC's least-squares loss, in one of two routes that give the same model:
   :mod:`daskauc.engine.cost` (the embedding only when it fits in memory).
 
 ``gamma="auto"`` and ``lam="auto"`` choose both by validation AUC on a stratified subsample
-(:mod:`daskauc.estimators._selection`).
+(:mod:`daskauc.model_selection.gamma_lam`).
 """
 
 from __future__ import annotations
@@ -40,9 +40,7 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
-from ..solvers.kernel_basis import kernel_scores
-from ._base import AUCScoreMixin
-from ._selection import (
+from ..model_selection.gamma_lam import (
     GAMMA_MULTIPLIERS,
     LAMBDAS,
     SELECTION_CENTRES,
@@ -50,6 +48,8 @@ from ._selection import (
     WIDTH_CENTRES,
     WIDTH_ROWS,
 )
+from ..solvers.kernel_basis import kernel_scores
+from ._base import AUCScoreMixin
 
 logger = logging.getLogger("daskauc")
 
@@ -117,9 +117,10 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     width_centres : int, default=8192
         Cap on the centres of the width walk.
     gamma_grid : sequence of float or None
-        Multiples of 1/b tried by ``gamma="auto"``. Default ``_selection.GAMMA_MULTIPLIERS``
-        (1/4 .. 16), extended by factors of 2 past an end where the best width sits (at most
-        three more); a given grid is used as it is.
+        Multiples of 1/b tried by ``gamma="auto"``. Default
+        ``daskauc.model_selection.gamma_lam.GAMMA_MULTIPLIERS`` (1/4 .. 16), extended by
+        factors of 2 past an end where the best width sits (at most three more); a given grid
+        is used as it is.
     lam_grid : sequence of float or None
         lam values tried by ``lam="auto"`` at the subsample's scale (default 1e-1 .. 1e-9).
     persist : {"auto", True, False}, default="auto"
@@ -260,7 +261,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         """
         from ..data.scale import MinMaxScaler, StandardScaler
         from ..embed.nystroem import default_gamma
-        from ._selection import select_gamma_lam
+        from ..model_selection.gamma_lam import select_gamma_lam
 
         self._check_params()
         timings: dict[str, float] = {}
@@ -380,7 +381,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                 " or a smaller cv")
 
     def _width_walk(self, Xs, y, m, gamma0, selection, n, ss):
-        """The width at the final model's scale (``_selection.walk_widths``): KernelAUC fits
+        """The width at the final model's scale (``gamma_lam.walk_widths``): KernelAUC fits
         with fixed lam on a stratified subsample, gamma doubled (or halved) from the
         selection's while the validation AUC rises, each warm-started from the one before.
         None when the walk's centres would not be at least twice the selection's."""
@@ -388,7 +389,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
 
         from ..embed.kmeans import sample_rows
         from ..metrics import roc_auc
-        from ._selection import LAM_EXPONENT, stratified_subsample, walk_widths
+        from ..model_selection.gamma_lam import LAM_EXPONENT, stratified_subsample, walk_widths
 
         rng = np.random.default_rng(ss)
         idx = stratified_subsample(y, int(self.width_rows), rng)

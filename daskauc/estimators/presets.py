@@ -35,7 +35,7 @@ from .._validation import (
     without_finite_check,
 )
 from ..embed.nystroem import DEFAULT_LANDMARKS, KMeansNystroem
-from ._auto_c import check_selectable, class_counts
+from ..model_selection.c_path import check_selectable, class_counts
 from ._base import AUCScoreMixin
 from ._checkpoint import feature_map_token, open_checkpoint
 from .least_squares import SOLAM

@@ -41,7 +41,7 @@ class RankSVM(LinearAUCModel):
         harder. The paper selects it on ``{2^-15, ..., 2^10}`` by 3-fold CV on the whole
         training set (:func:`cv_select_C` does that). "auto" chooses it by validation AUC along
         a warm-started path on a stratified subsample of at most 20,000 rows and rescales it
-        to the training set (:mod:`daskauc.estimators._auto_c`; recorded in ``C_`` and
+        to the training set (:mod:`daskauc.model_selection.c_path`; recorded in ``C_`` and
         ``selection_``): on ijcnn1's 1,600-landmark embedding about 2.5x the time of one fit
         at the chosen C, where the former default C = 1 gave 0.9881 test AUC against 0.9973.
     tol : float, default 1e-3
@@ -158,7 +158,7 @@ class RankSVM(LinearAUCModel):
         self.__dict__.pop("selection_", None)
         if not isinstance(self.C, str):
             return float(self.C)
-        from ._auto_c import select_C
+        from ..model_selection.c_path import select_C
 
         # the choice does not depend on max_iter (a checkpointed fit resumed with more steps
         # must choose the same C)

@@ -95,7 +95,7 @@ def select_C(X: da.Array, y: da.Array, fit_path, *, random_state=None, grid=C_GR
     "seconds", "table", "rule"}``.
     """
     from ..metrics import roc_auc
-    from ._selection import stratified_subsample
+    from .gamma_lam import stratified_subsample
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(random_state)
