@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._arrays import class_counts
 from ._compute import compute
 
 #: history columns drawn by plot_history, in panel order, with their axis labels
@@ -40,8 +41,7 @@ def _curve_points(y, scores):
     fpr, tpr, _ = roc_curve(y, scores, drop_intermediate=False)
     auc = float(roc_auc(y, scores))
     yv = np.asarray(compute(y)[0] if hasattr(y, "compute") else y)
-    n_pos = int(np.count_nonzero(yv > 0))
-    n_neg = yv.size - n_pos
+    n_pos, n_neg = class_counts(yv)
     tp, fp = tpr * n_pos, fpr * n_neg
     with np.errstate(invalid="ignore", divide="ignore"):
         precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1e-300), 1.0)

@@ -21,6 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from daskauc import _config
+from daskauc._arrays import sample_rows
 from daskauc._store import open_dataset
 from daskauc.embed._kernels import (
     _gauss_from_gram_f32,
@@ -33,7 +34,6 @@ from daskauc.embed.kmeans import (
     MiniBatchKMeans,
     kmeans_plusplus,
     minibatch_kmeans,
-    sample_rows,
 )
 from daskauc.embed.nystroem import (
     KMeansNystroem,

@@ -40,18 +40,18 @@ def test_C_auto_is_the_best_validation_C_of_independent_fits_rescaled():
     """The oracle: on the same subsample and split, a cold fit at each C of the path (each to
     tol 1e-8) ranks the validation rows with the AUC the warm path recorded, the chosen C is
     the first of highest validation AUC, and the C used is it times (n_tr / n) ** 1.5."""
-    from daskauc.model_selection import c_path as _auto_c
-    from daskauc.model_selection.gamma_lam import stratified_subsample
+    from daskauc._arrays import stratified_split, stratified_subsample
+    from daskauc.model_selection import c_path
 
     X, y = _linear(n=900)
     est = RankSVM(tol=1e-8, random_state=3).fit(X, y)
     sel = est.selection_
     assert sel["n_rows"] == 900 and est.C_ == pytest.approx(
-        sel["C_subsample"] * (sel["n_train"] / 900) ** _auto_c.C_EXPONENT)
+        sel["C_subsample"] * (sel["n_train"] / 900) ** c_path.C_EXPONENT)
     # the same subsample and split, rebuilt from the seed
     rng = np.random.default_rng(3)
-    idx = stratified_subsample(y, _auto_c.SELECTION_ROWS, rng)
-    tr, va = _auto_c._stratified_split(y[idx], _auto_c.TRAIN_SHARE, rng)
+    idx = stratified_subsample(y, c_path.SELECTION_ROWS, rng)
+    tr, va = stratified_split(y[idx], c_path.TRAIN_SHARE, rng)
     Xs, ys = X[idx], y[idx]
     assert tr.size == sel["n_train"]
     for row in sel["table"]:
@@ -61,7 +61,7 @@ def test_C_auto_is_the_best_validation_C_of_independent_fits_rescaled():
     assert sel["C_subsample"] == sel["table"][int(np.argmax(aucs))]["C_subsample"]
     # the path stopped PATIENCE points past its best, or at the end of the grid
     best = int(np.argmax(aucs))
-    assert len(aucs) == min(best + 1 + _auto_c.PATIENCE, len(_auto_c.C_GRID))
+    assert len(aucs) == min(best + 1 + c_path.PATIENCE, len(c_path.C_GRID))
     # a given C is used as it is, with no selection
     given = RankSVM(C=0.5).fit(X, y)
     assert given.C_ == 0.5 and not hasattr(given, "selection_")

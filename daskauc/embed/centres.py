@@ -71,10 +71,11 @@ from dataclasses import dataclass, field
 import dask.array as da
 import numpy as np
 
+from .._arrays import sample_rows
 from .._compute import compute
 from .._validation import as_labels, as_row_chunked, check_param, seed_sequence
 from .kmeans import _PARAMS as _KMEANS_PARAMS
-from .kmeans import _fit_kmeans, sample_rows
+from .kmeans import _fit_kmeans
 
 __all__ = ["Centres", "kmeans_centres", "nested_sample", "select_centres", "uniform_centres"]
 

@@ -33,6 +33,7 @@ from dask.base import tokenize
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._arrays import sample_rows
 from .._compute import compute
 from .._registry import model_class
 from .._validation import (
@@ -113,23 +114,6 @@ def _kmeans_batches(X, perm, centers, counts, labels, best, sse, rows, batch_siz
         sse += float(np.einsum("ij,ij->i", Xb, Xb).sum(dtype=np.float64) + best[:b].sum())
         rows += b
     return sse, rows
-
-
-def _take_rows(block, local, block_info=None):
-    return np.asarray(block)[local[block_info[0]["chunk-location"][0]]]
-
-
-def sample_rows(Xd: da.Array, idx: np.ndarray) -> da.Array:
-    """Rows ``idx`` (sorted) of a row-chunked array, one ``daskauc-sample`` task per chunk.
-
-    (Dask's own fancy indexing plans a shuffle for this; a local take per chunk is enough.)
-    """
-    idx = np.asarray(idx, dtype=np.int64)
-    bounds = np.cumsum((0,) + Xd.chunks[0])
-    cut = np.searchsorted(idx, bounds)
-    local = [idx[cut[i] : cut[i + 1]] - bounds[i] for i in range(Xd.numblocks[0])]
-    return Xd.map_blocks(_take_rows, local, chunks=(tuple(map(len, local)), Xd.chunks[1]),
-                         dtype=Xd.dtype, token="daskauc-sample", meta=np.empty((0, 0), Xd.dtype))
 
 
 def _dummy_labels(Xd: da.Array) -> da.Array:

@@ -28,6 +28,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import _config
+from .._arrays import class_counts
 from .._compute import compute
 from ._kernels import _platt_pass
 
@@ -49,8 +50,7 @@ def platt_targets(y: np.ndarray) -> np.ndarray:
     """Platt's smoothed targets: ``(n+ + 1)/(n+ + 2)`` for positives, ``1/(n- + 2)`` for
     negatives (``y`` in {-1, +1}); they keep the fitted slope finite on separable scores."""
     y = np.asarray(y)
-    n_pos = int(np.count_nonzero(y > 0))
-    n_neg = int(y.size - n_pos)
+    n_pos, n_neg = class_counts(y)
     return np.where(y > 0, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
 
 
@@ -103,8 +103,7 @@ def platt_scaling(scores, y, *, max_iter: int = 100) -> PlattFit:
         raise ValueError("the scores to calibrate contain NaN or infinity (did the solver "
                          "diverge?)")
     t = np.ascontiguousarray(platt_targets(y), dtype=np.float64)
-    n_pos = int(np.count_nonzero(y > 0))
-    n_neg = int(y.size - n_pos)
+    n_pos, n_neg = class_counts(y)
     mean = float(s.mean())
     std = float(s.std())
     min_slope = float(_config.CALIBRATION_MIN_SLOPE)

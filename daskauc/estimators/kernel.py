@@ -28,6 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from .._arrays import class_counts
 from .._compute import compute, persist
 from .._registry import model_class
 from .._validation import (
@@ -372,7 +373,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         each fold needs a row of each class (else "n_splits=3 cannot be greater than the
         number of members in each class", or a division by zero)."""
         auto = [name for name in ("gamma", "lam") if getattr(self, name) == "auto"]
-        pos, neg = int(np.count_nonzero(y > 0)), int(np.count_nonzero(y <= 0))
+        pos, neg = class_counts(y)
         if auto and min(pos, neg) < int(self.cv):
             raise ValueError(
                 f'{" and ".join(f"{a}=auto" for a in auto)} choose by {self.cv}-fold '
@@ -387,9 +388,9 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         None when the walk's centres would not be at least twice the selection's."""
         from sklearn.model_selection import train_test_split
 
-        from ..embed.kmeans import sample_rows
+        from .._arrays import sample_rows, stratified_subsample
         from ..metrics import roc_auc
-        from ..model_selection.gamma_lam import LAM_EXPONENT, stratified_subsample, walk_widths
+        from ..model_selection.gamma_lam import LAM_EXPONENT, walk_widths
 
         rng = np.random.default_rng(ss)
         idx = stratified_subsample(y, int(self.width_rows), rng)
@@ -523,7 +524,8 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         if self.loss == "least_squares":
             solver = LSAUC(lam=lam).fit(Z, y)
         else:
-            n_pairs = float(np.sum(y > 0)) * float(np.sum(y < 0))
+            pos, neg = class_counts(y)
+            n_pairs = float(pos) * float(neg)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 solver = RankSVM(C=1.0 / (lam * n_pairs), persist=self.persist,

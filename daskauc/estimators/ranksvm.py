@@ -15,6 +15,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
+from .._arrays import class_counts
 from .._compute import compute, persist
 from .._registry import model_class
 from .._validation import (
@@ -292,8 +293,8 @@ class RankSVM(LinearAUCModel):
 
 def _pairs(yd) -> int:
     """Positive-negative pairs of {-1, +1} labels (numpy or dask)."""
-    y = np.asarray(compute(yd)[0] if isinstance(yd, da.Array) else yd)
-    return int(np.count_nonzero(y > 0)) * int(np.count_nonzero(y < 0))
+    pos, neg = class_counts(yd)
+    return pos * neg
 
 
 def _auc(y, scores) -> float:

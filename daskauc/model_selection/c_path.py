@@ -37,6 +37,8 @@ import dask.array as da
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from .._arrays import class_counts as pm1_counts
+from .._arrays import stratified_split, stratified_subsample
 from .._compute import compute
 
 #: the paper's grid, in steps of 2x
@@ -70,18 +72,7 @@ def class_counts(y, yd: da.Array, classes) -> tuple[int, int]:
         yy = np.asarray(y).ravel()
         pos = int(np.count_nonzero(yy == np.asarray(classes)[1]))
         return pos, int(yy.size - pos)
-    pos, n = compute((yd > 0).sum(), yd.shape[0])
-    return int(pos), int(n - pos)
-
-
-def _stratified_split(y: np.ndarray, share: float, rng: np.random.Generator):
-    train = []
-    for cls in (-1, 1):
-        members = np.flatnonzero(y == cls)
-        k = min(members.size - 1, max(1, int(round(share * members.size))))
-        train.append(rng.choice(members, size=k, replace=False))
-    train = np.sort(np.concatenate(train))
-    return train, np.setdiff1d(np.arange(y.size), train)
+    return pm1_counts(yd)
 
 
 def select_C(X: da.Array, y: da.Array, fit_path, *, random_state=None, grid=C_GRID,
@@ -95,18 +86,17 @@ def select_C(X: da.Array, y: da.Array, fit_path, *, random_state=None, grid=C_GR
     "seconds", "table", "rule"}``.
     """
     from ..metrics import roc_auc
-    from .gamma_lam import stratified_subsample
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(random_state)
     y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
     n = y_np.size
-    check_selectable(int(np.count_nonzero(y_np > 0)), int(np.count_nonzero(y_np < 0)))
+    check_selectable(*pm1_counts(y_np))
     idx = stratified_subsample(y_np, rows, rng)
     Xs = X if idx.size == n else X[idx]
     (Xs,) = compute(Xs)
     Xs, ys = np.ascontiguousarray(Xs), y_np[idx]
-    tr, va = _stratified_split(ys, TRAIN_SHARE, rng)
+    tr, va = stratified_split(ys, TRAIN_SHARE, rng)
     path = fit_path(Xs[tr], ys[tr])
     next(path)
     table, best, below = [], None, 0

@@ -46,8 +46,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from .. import _config
+from .._arrays import class_counts, sample_rows, stratified_subsample
 from .._compute import compute
-from ..embed.kmeans import sample_rows
 from ..metrics import roc_auc
 from ..solvers.kernel_basis import build_preconditioner, gaussian_centres, kernel_block
 from ..solvers.newton import prsvm_newton
@@ -117,19 +117,6 @@ class Selection:
                 "table": self.table}
 
 
-def stratified_subsample(y: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
-    """Sorted indices of ``min(n, rows)`` rows, each class in proportion (at least 2 each)."""
-    n = y.shape[0]
-    if rows >= n:
-        return np.arange(n)
-    out = []
-    for cls in (-1, 1):
-        members = np.flatnonzero(y == cls)
-        k = max(2, int(round(rows * members.size / n)))
-        out.append(rng.choice(members, size=min(k, members.size), replace=False))
-    return np.sort(np.concatenate(out))
-
-
 def _features(pc, X, C, gamma) -> np.ndarray:
     return pc.features(kernel_block(X, gaussian_centres(C, gamma, np.float64))).astype(np.float32)
 
@@ -146,7 +133,8 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
     win)."""
     out = []
     behind = 0
-    n_pairs = float(np.sum(y_tr > 0)) * float(np.sum(y_tr < 0))
+    pos, neg = class_counts(y_tr)
+    n_pairs = float(pos) * float(neg)
     stats = class_statistics(Phi_tr, y_tr) if loss == "least_squares" else None
     w = None
     for lam in lams:
