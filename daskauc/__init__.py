@@ -22,9 +22,10 @@ from .estimators.least_squares import LSAUC, OPAUC, SOLAM, SPAM, SPDAM, TwoPassA
 from .estimators.online import OAM, UnivariateAUC
 from .estimators.pairwise_sgd import PairwiseHingeSGD
 from .estimators.presets import NBAUC, NOAM, NSAUC, NSOLAM, NSVMSGD2, RFAUC, KernelRankSVM
-from .estimators.ranksvm import RankSVM, cv_select_C
+from .estimators.ranksvm import RankSVM
 from .io import ModelFileError, load_model, save_model
 from .metrics import roc_auc, roc_curve
+from .model_selection import cross_validate_auc, cv_select_C
 from .plot import plot_history, plot_roc
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
     "Dataset", "MinMaxScaler", "StandardScaler", "ingest", "ingest_array", "normalize_rows",
     "open_dataset", "split_store", "train_test_split", "write_dataset",
     "KMeansNystroem", "MiniBatchKMeans", "RandomFourierFeatures", "load_embedding_map",
-    "PairwiseHingeSGD", "RankSVM", "cv_select_C", "OAM", "UnivariateAUC",
+    "PairwiseHingeSGD", "RankSVM", "cv_select_C", "cross_validate_auc", "OAM", "UnivariateAUC",
     "NSAUC", "NSVMSGD2", "NBAUC", "RFAUC", "KernelRankSVM", "NOAM", "NSOLAM",
     "KernelAUC", "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
     "load_model", "save_model", "roc_auc", "roc_curve", "default_chunks",

@@ -20,7 +20,8 @@ from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
-from daskauc.estimators.ranksvm import RankSVM, cv_select_C
+from daskauc.estimators.ranksvm import RankSVM
+from daskauc.model_selection import cv_select_C
 from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from daskauc.solvers.newton import (
     hessian_product,

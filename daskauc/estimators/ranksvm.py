@@ -6,27 +6,21 @@ features; the presets that chain an embedding with it live with the other preset
 
 from __future__ import annotations
 
-import time
 import warnings
 
-import dask.array as da
 import numpy as np
-from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import StratifiedKFold
 
 from .._arrays import class_counts
-from .._compute import compute, persist
 from .._registry import model_class
 from .._validation import (
     check_n_features,
     check_param,
     check_params,
     check_X_y,
-    seed_sequence,
     set_features_in,
 )
-from ..solvers.newton import LINE_SEARCHES, prsvm_newton, should_persist
+from ..solvers.newton import LINE_SEARCHES, prsvm_newton
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
 
@@ -295,90 +289,3 @@ def _pairs(yd) -> int:
     """Positive-negative pairs of {-1, +1} labels (numpy or dask)."""
     pos, neg = class_counts(yd)
     return pos * neg
-
-
-def _auc(y, scores) -> float:
-    try:
-        from ..metrics import roc_auc
-    except ImportError:
-        from sklearn.metrics import roc_auc_score
-
-        return float(roc_auc_score(np.asarray(y), np.asarray(scores)))
-    return float(roc_auc(y, scores))
-
-
-def cv_select_C(estimator, X, y, Cs, cv=3, random_state=None):
-    """Choose C by stratified k-fold cross-validated AUC, warm-starting along increasing C.
-
-    Parameters
-    ----------
-    estimator : RankSVM, or any estimator with a ``C`` parameter (the NBAUC presets)
-        Cloned per fold; its other parameters are kept. With a ``warm_start`` parameter
-        (RankSVM) each fit starts from the previous C's solution; the presets refit cold (and
-        refit their feature map in every fold, as cross-validation of the whole method must).
-    X, y : training rows and labels (numpy, dask, zarr or a store path with ``y=None``).
-    Cs : sequence of float
-        The grid (e.g. ``2.0 ** np.arange(-15, 11)``); visited in increasing order, each fit
-        starting from the previous C's solution.
-    cv : int or splitter, default 3
-        Number of stratified, shuffled folds, or a scikit-learn splitter (an object with
-        ``split(X, y)`` and ``get_n_splits()``) used as is.
-    random_state : None, int or Generator
-        Seeds the fold shuffle when ``cv`` is an int.
-
-    Returns
-    -------
-    best_C : float
-        The C of highest mean validation AUC (the smallest such C on ties).
-    table : list of dict
-        One row per C: ``C``, ``mean_auc``, ``std_auc``, ``fold_auc`` (list), ``n_iter``
-        (Newton steps per fold), ``seconds`` (fit time summed over folds).
-    """
-    Cs = np.asarray(sorted(float(c) for c in Cs))
-    if Cs.size == 0 or not np.all(Cs > 0) or not np.all(np.isfinite(Cs)):
-        raise ValueError(f"Cs must be a non-empty sequence of positive finite values; got {Cs}")
-    if hasattr(cv, "split") and hasattr(cv, "get_n_splits"):
-        folds = cv
-    elif isinstance(cv, int) and not isinstance(cv, bool) and cv >= 2:
-        seed = int(seed_sequence(random_state).generate_state(1)[0])
-        folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=seed)
-    else:
-        raise ValueError(f"cv must be an int >= 2 or a scikit-learn splitter; got {cv!r}")
-    is_numpy = not isinstance(X, da.Array) and not isinstance(X, str) and hasattr(X, "__array__")
-    Xd, yd, _ = check_X_y(X, y)
-    y_np = np.asarray(compute(yd)[0])
-    if is_numpy:
-        Xn = np.asarray(X)
-    n_folds = folds.get_n_splits(np.zeros((y_np.shape[0], 1)), y_np)
-    aucs = np.empty((Cs.size, n_folds))
-    iters = np.zeros((Cs.size, n_folds), dtype=int)
-    secs = np.zeros(Cs.size)
-    for f, (tr, te) in enumerate(folds.split(np.zeros((y_np.shape[0], 1)), y_np)):
-        if is_numpy:
-            Xtr, Xte = Xn[tr], Xn[te]
-        else:
-            Xtr, Xte = Xd[tr], Xd[te]
-            if should_persist(Xtr, estimator.get_params().get("persist", "auto")):
-                Xtr, Xte = persist(Xtr, Xte)
-        est = clone(estimator)
-        if "warm_start" in est.get_params():  # a path from the previous C's solution
-            est.set_params(warm_start=True)
-        for k, C in enumerate(Cs):
-            est.set_params(C=float(C))
-            t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                est.fit(Xtr, y_np[tr])
-            secs[k] += time.perf_counter() - t0
-            iters[k, f] = est.n_iter_
-            scores = est.decision_function(Xte)
-            if isinstance(scores, da.Array):
-                scores = compute(scores)[0]
-            aucs[k, f] = _auc(y_np[te], scores)
-    table = [
-        {"C": float(C), "mean_auc": float(aucs[k].mean()), "std_auc": float(aucs[k].std()),
-         "fold_auc": aucs[k].tolist(), "n_iter": iters[k].tolist(), "seconds": float(secs[k])}
-        for k, C in enumerate(Cs)
-    ]
-    best = int(np.argmax(aucs.mean(axis=1)))  # first maximum = smallest C on ties
-    return float(Cs[best]), table
