@@ -20,6 +20,7 @@ from .._validation import (
     check_X_y,
     set_features_in,
 )
+from ..model_selection.c_path import select_C
 from ..solvers.newton import LINE_SEARCHES, prsvm_newton
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
@@ -153,21 +154,10 @@ class RankSVM(LinearAUCModel):
         self.__dict__.pop("selection_", None)
         if not isinstance(self.C, str):
             return float(self.C)
-        from ..model_selection.c_path import select_C
-
         # the choice does not depend on max_iter (a checkpointed fit resumed with more steps
         # must choose the same C)
-        kwargs = {**self._newton_kwargs(), "max_iter": 50}
-
-        def path(X, y):  # the C path on the subsample, each solve from the previous one
-            w = None
-            C = yield
-            while True:
-                res = prsvm_newton(X, y, C=C, w0=w, **kwargs)
-                w = res.coef
-                C = yield w, res.n_iter
-
-        self.selection_ = select_C(Xd, yd, path, random_state=self.random_state)
+        self.selection_ = select_C(Xd, yd, solver_params={**self._newton_kwargs(), "max_iter": 50},
+                                   random_state=self.random_state)
         return self.selection_["C"]
 
     def fit(self, X, y=None, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):

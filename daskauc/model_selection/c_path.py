@@ -38,8 +38,10 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._arrays import class_counts as pm1_counts
-from .._arrays import stratified_split, stratified_subsample
+from .._arrays import sample_rows, stratified_split, stratified_subsample
 from .._compute import compute
+from ..metrics import roc_auc
+from ..solvers.newton import prsvm_newton
 
 #: the paper's grid, in steps of 2x
 C_GRID = tuple(2.0**k for k in range(-15, 11))
@@ -75,44 +77,40 @@ def class_counts(y, yd: da.Array, classes) -> tuple[int, int]:
     return pm1_counts(yd)
 
 
-def select_C(X: da.Array, y: da.Array, fit_path, *, random_state=None, grid=C_GRID,
-             rows: int = SELECTION_ROWS) -> dict:
+def select_C(X: da.Array, y: da.Array, *, solver_params: dict, random_state=None,
+             grid=C_GRID, rows: int = SELECTION_ROWS) -> dict:
     """Choose C for a pairwise squared hinge fit on rows ``X`` (row-chunked dask) and labels
     ``y`` ({-1, +1} dask), by validation AUC along a warm-started path (module docstring).
 
-    ``fit_path(X_train, y_train)`` returns a generator that takes each C sent to it and yields
-    the fitted coefficients (a solver warm-started along the path); ``random_state`` seeds
-    the subsample and the split. Returns ``{"C", "C_subsample", "n_rows", "n_train",
-    "seconds", "table", "rule"}``.
+    Each C of the path is a :func:`daskauc.solvers.newton.prsvm_newton` solve with
+    ``solver_params`` (``tol``, ``max_iter``, ``cg_tol`` ...) warm-started from the previous
+    C's solution; ``random_state`` seeds the subsample and the split. Returns ``{"C",
+    "C_subsample", "n_rows", "n_train", "seconds", "table", "rule"}``.
     """
-    from ..metrics import roc_auc
-
     t0 = time.perf_counter()
     rng = np.random.default_rng(random_state)
     y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
     n = y_np.size
     check_selectable(*pm1_counts(y_np))
     idx = stratified_subsample(y_np, rows, rng)
-    Xs = X if idx.size == n else X[idx]
-    (Xs,) = compute(Xs)
+    (Xs,) = compute(X if idx.size == n else sample_rows(X, idx))
     Xs, ys = np.ascontiguousarray(Xs), y_np[idx]
     tr, va = stratified_split(ys, TRAIN_SHARE, rng)
-    path = fit_path(Xs[tr], ys[tr])
-    next(path)
-    table, best, below = [], None, 0
+    X_tr, y_tr = Xs[tr], ys[tr]
+    table, best, below, coef = [], None, 0, None
     for C in sorted(grid):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            coef, n_iter = path.send(float(C))
+            res = prsvm_newton(X_tr, y_tr, C=float(C), w0=coef, **solver_params)
+        coef = res.coef
         auc = float(roc_auc(ys[va], Xs[va] @ coef))
-        table.append({"C_subsample": float(C), "val_auc": auc, "newton_steps": int(n_iter)})
+        table.append({"C_subsample": float(C), "val_auc": auc, "newton_steps": int(res.n_iter)})
         if best is None or auc > best["val_auc"]:
             best, below = table[-1], 0
         else:
             below += 1
             if below >= PATIENCE:
                 break
-    path.close()
     C = best["C_subsample"] * (tr.size / n) ** C_EXPONENT
     return {"C": float(C), "C_subsample": best["C_subsample"], "n_rows": int(idx.size),
             "n_train": int(tr.size), "seconds": time.perf_counter() - t0, "table": table,
