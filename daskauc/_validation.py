@@ -553,6 +553,12 @@ def seed_sequence(random_state) -> np.random.SeedSequence:
     raise TypeError(f"random_state must be None, an int or a numpy Generator; got {random_state!r}")
 
 
+def child_seed(ss: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
+    """The child of ``ss`` at ``key``: the same one whenever it is asked for (``spawn`` counts
+    its calls), so each stage of a fit draws from its own stream."""
+    return np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, *key))
+
+
 def preserved_dtypes(dtype) -> list[str]:
     """The ``transformer_tags.preserves_dtype`` of a transformer with a ``dtype`` parameter:
     the input's float dtype when it is None, else that dtype only."""

@@ -276,7 +276,7 @@ def test_bad_parameters_are_named(params, match):
 
 
 def test_warm_start_along_m_carries_the_model_over(monkeypatch):
-    import daskauc.solvers.kernel_newton as kn
+    import daskauc.model_selection.kernel_model as kn  # the module that calls the solver
 
     starts = []
     real = kn.kernel_pairwise_newton

@@ -12,7 +12,10 @@ LSAUC's least-squares loss, in one of two routes that give the same model:
   :mod:`daskauc.engine.cost` (the embedding only when it fits in memory).
 
 ``gamma="auto"`` and ``lam="auto"`` choose both by validation AUC on a stratified subsample
-(:mod:`daskauc.model_selection.gamma_lam`).
+(:mod:`daskauc.model_selection.gamma_lam`). The estimator validates, asks for the choice,
+draws the centres and calls the route's solver functions
+(:mod:`daskauc.model_selection.kernel_model`, shared with the width walk), then copies the
+result into its fitted attributes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import logging
 import time
 import warnings
 
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -29,7 +31,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrays import class_counts
-from .._compute import compute, persist
+from .._compute import compute
 from .._registry import model_class
 from .._validation import (
     as_labels,
@@ -37,6 +39,7 @@ from .._validation import (
     check_param,
     check_predict_X,
     check_X_y,
+    child_seed,
     is_lazy_input,
     seed_sequence,
     set_features_in,
@@ -48,19 +51,24 @@ from ..model_selection.gamma_lam import (
     SELECTION_ROWS,
     WIDTH_CENTRES,
     WIDTH_ROWS,
+    select_gamma_lam,
+    walk_width,
+)
+from ..model_selection.kernel_model import (
+    KernelFunction,
+    KernelSettings,
+    choose_route,
+    fit_kernel_model,
 )
 from ..solvers.kernel_basis import kernel_scores
 from ._base import AUCScoreMixin
+from ._calibration import calibration_data, platt_scaling
 
 logger = logging.getLogger("daskauc")
 
 LOSSES = ("squared_hinge", "least_squares")
 ROUTES = ("auto", "kernel", "embedding")
 SCALINGS = ("standard", "minmax", None)
-
-
-def _child(ss: np.random.SeedSequence, k: int) -> np.random.SeedSequence:
-    return np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, k))
 
 
 @model_class
@@ -262,7 +270,6 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         """
         from ..data.scale import MinMaxScaler, StandardScaler
         from ..embed.nystroem import default_gamma
-        from ..model_selection.gamma_lam import select_gamma_lam
 
         self._check_params()
         timings: dict[str, float] = {}
@@ -277,6 +284,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         Xs = self._scale(Xd)
         timings["scale"] = time.perf_counter() - tic
         ss = seed_sequence(self.random_state)
+        settings = self._settings()
 
         m = int(self.n_centres)
         if not isinstance(self.centres, str):
@@ -302,15 +310,18 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                 cv=int(self.cv), rows=int(self.selection_rows),
                 max_centres=int(self.selection_centres), n_full=n,
                 extend_grid=self.gamma == "auto" and self.gamma_grid is None,
-                random_state=_child(ss, 1),
-                solver_params=self._newton_params(),
+                random_state=child_seed(ss, 1),
+                solver_params=settings.newton_params,
             )
             gamma, lam = selection.gamma, selection.lam
             logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g in %.1f s",
                         gamma, selection.gamma_multiplier, lam, selection.seconds)
             selection = selection.as_dict()
             if self.gamma == "auto" and self.gamma_grid is None:
-                walk = self._width_walk(Xs, y_np, m, gamma0, selection, n, _child(ss, 3))
+                walk = walk_width(Xs, y_np, gamma0=gamma0, selection=selection, n_centres=m,
+                                  rows=int(self.width_rows), max_centres=int(self.width_centres),
+                                  solver=self.solver, settings=settings,
+                                  intercept=_intercept, random_state=child_seed(ss, 3))
                 if walk is not None:
                     gamma = walk["gamma"]
                     selection.update(gamma=gamma, gamma_multiplier=walk["gamma_multiplier"],
@@ -321,22 +332,21 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         timings["selection"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        centres, labels, index = self._centres(Xs, y_np, m, _child(ss, 2))
+        centres, labels, index = self._centres(Xs, y_np, m, child_seed(ss, 2))
         timings["centres"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        route, costs = self._route(n, d, m)
+        route, costs = choose_route(n, d, m, loss=self.loss, solver=self.solver,
+                                    persist=self.persist)
         Xv = yv = None
         if X_val is not None:
             if y_val is None:
                 raise ValueError("X_val was given without y_val")
             Xv = self._scale(as_row_chunked(X_val, name="X_val", dtype=self.dtype))
             yv, _ = as_labels(y_val, name="y_val")
-        if route == "kernel":
-            alpha, result = self._fit_kernel(Xs, y_np, centres, labels, index, gamma, lam, Xv,
-                                             yv)
-        else:
-            alpha, result = self._fit_embedding(Xs, y_np, centres, gamma, lam, Xv, yv)
+        alpha, result = fit_kernel_model(route, Xs, y_np, centres, labels, index, gamma, lam,
+                                         settings, previous=self._previous_function(),
+                                         X_val=Xv, y_val=yv)
         timings["solve"] = time.perf_counter() - tic
         if not result.converged and self.loss == "squared_hinge":
             warnings.warn(f"KernelAUC did not reach tol={self.tol} in max_iter={self.max_iter} "
@@ -381,60 +391,18 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                 f"positive and {neg} negative rows: pass numbers (e.g. gamma='rule', lam=1e-3)"
                 " or a smaller cv")
 
-    def _width_walk(self, Xs, y, m, gamma0, selection, n, ss):
-        """The width at the final model's scale (``gamma_lam.walk_widths``): KernelAUC fits
-        with fixed lam on a stratified subsample, gamma doubled (or halved) from the
-        selection's while the validation AUC rises, each warm-started from the one before.
-        None when the walk's centres would not be at least twice the selection's."""
-        from sklearn.model_selection import train_test_split
+    def _settings(self) -> KernelSettings:
+        return KernelSettings(loss=self.loss, weighting=self.weighting, persist=self.persist,
+                              dtype=self.dtype, tol=float(self.tol), max_iter=int(self.max_iter),
+                              cg_tol=float(self.cg_tol), max_cg=int(self.max_cg))
 
-        from .._arrays import sample_rows, stratified_subsample
-        from ..metrics import roc_auc
-        from ..model_selection.gamma_lam import LAM_EXPONENT, walk_widths
-
-        rng = np.random.default_rng(ss)
-        idx = stratified_subsample(y, int(self.width_rows), rng)
-        if len(idx) < 6:
+    def _previous_function(self) -> KernelFunction | None:
+        """The previous fit's function, where ``warm_start`` continues from; else None."""
+        if not self.warm_start or not hasattr(self, "dual_coef_"):
             return None
-        tr, va = train_test_split(idx, test_size=1 / 3, stratify=y[idx],
-                                  random_state=int(rng.integers(2**31)))
-        tr, va = np.sort(tr), np.sort(va)
-        m_walk = int(min(m, self.width_centres, len(tr)))
-        if m_walk < 2 * selection["n_centres"]:
-            return None
-        t0 = time.perf_counter()
-        lam = selection["lam"] * (n / len(tr)) ** LAM_EXPONENT  # as the selection moves it
-        X_tr = sample_rows(Xs, tr) if len(tr) < n else Xs
-        X_va = sample_rows(Xs, va)
-        model = KernelAUC(n_centres=m_walk, loss=self.loss, lam=lam, gamma=1.0, scaling=None,
-                          solver=self.solver, warm_start=True, persist=self.persist,
-                          dtype=self.dtype, weighting=self.weighting,
-                          random_state=int(rng.integers(2**31)), **self._newton_params())
-        table = []
-
-        def score(mult):
-            tic = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                model.set_params(gamma=gamma0 * mult).fit(X_tr, y[tr])
-            auc = float(roc_auc(y[va], np.asarray(model.decision_function(X_va))))
-            table.append({"gamma_multiplier": mult, "gamma": gamma0 * mult, "val_auc": auc,
-                          "n_iter": model.n_iter_, "passes": model.passes_,
-                          "route": model.route_, "seconds": time.perf_counter() - tic})
-            logger.info("KernelAUC width walk: %g/b -> validation AUC %.5f (%d centres, "
-                        "%d rows, %.1f s)", mult, auc, m_walk, len(tr), table[-1]["seconds"])
-            return auc
-
-        best, _ = walk_widths(score, selection["gamma_multiplier"])
-        return {"gamma": gamma0 * best, "gamma_multiplier": best, "rows": len(tr),
-                "validation_rows": len(va), "centres": m_walk, "lam": lam, "table": table,
-                "seconds": time.perf_counter() - t0,
-                "rule": "gamma doubled (or halved) from the selection's while the validation "
-                        "AUC rises, kernel route at the final model's scale, lam fixed"}
-
-    def _newton_params(self) -> dict:
-        return {"tol": float(self.tol), "max_iter": int(self.max_iter),
-                "cg_tol": float(self.cg_tol), "max_cg": int(self.max_cg)}
+        index = getattr(self, "centre_index_", np.empty(0))
+        return KernelFunction(centres=self.centres_, index=index, gamma=self.gamma_,
+                              alpha=self.dual_coef_)
 
     def _scale(self, X):
         return self.scaler_.transform(X) if self.scaler_ is not None else X
@@ -454,90 +422,6 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         sel = select_centres(Xs, m, method=self.centres, y=y_np, random_state=ss)
         return np.asarray(sel.centres, dtype=np.float64), sel.labels, sel.index
 
-    def _route(self, n, d, m):
-        from ..engine.cost import route_costs
-        from ..solvers.kernel_basis import _n_threads
-        from ..solvers.newton import _distributed_client, memory_budget
-
-        client = _distributed_client()
-        budget = memory_budget(client) if self.persist is not False else 0.0
-        costs = route_costs(n, d, m, loss=self.loss, n_threads=_n_threads(client),
-                            memory_budget=budget)
-        if self.solver != "auto":
-            return self.solver, costs
-        return ("embedding" if costs["embedding"] < costs["kernel"] else "kernel"), costs
-
-    def _fit_kernel(self, Xs, y, centres, labels, index, gamma, lam, Xv, yv):
-        from ..solvers.kernel_basis import build_preconditioner
-
-        pc = build_preconditioner(centres, gamma)
-        alpha0 = self._warm_alpha(centres, index, gamma, pc)
-        if self.loss == "least_squares":
-            from ..solvers.kernel_lsauc import kernel_lsauc
-
-            return _result(kernel_lsauc(
-                Xs, y, centres, gamma=gamma, lam=lam, tol=float(self.tol) ** 2,
-                max_iter=max(int(self.max_iter), 1) * 4, persist=self.persist, alpha0=alpha0,
-                preconditioner=pc, X_val=Xv, y_val=yv, check_input=False))
-        from ..solvers.kernel_newton import kernel_pairwise_newton
-
-        weighting = self.weighting
-        if weighting == "auto":
-            weighting = "pairs" if labels is not None else "mean"
-        return _result(kernel_pairwise_newton(
-            Xs, y, centres, gamma=gamma, lam=lam, weighting=weighting, centre_labels=labels,
-            persist=self.persist, alpha0=alpha0, preconditioner=pc, X_val=Xv, y_val=yv,
-            check_input=False, **self._newton_params()))
-
-    def _warm_alpha(self, centres, index, gamma, pc):
-        """The previous fit's function in the new basis (``warm_start``), or None."""
-        if not self.warm_start or not hasattr(self, "dual_coef_"):
-            return None
-        old_index = getattr(self, "centre_index_", np.empty(0))
-        if index is not None and len(old_index) and gamma == self.gamma_:
-            pos = np.searchsorted(index, old_index)
-            pos = np.minimum(pos, len(index) - 1)
-            if np.array_equal(np.asarray(index)[pos], old_index):  # old centres among new
-                alpha = np.zeros(len(index))
-                alpha[pos] = self.dual_coef_
-                return alpha
-        from ..solvers.kernel_basis import gaussian_centres, kernel_block
-
-        old = gaussian_centres(self.centres_, self.gamma_)  # the previous model, as it was
-        f_old = kernel_block(centres, old) @ self.dual_coef_
-        return pc.regularizer_solve(f_old)  # interpolates the old function at the centres
-
-    def _fit_embedding(self, Xs, y, centres, gamma, lam, Xv, yv):
-        from ..embed.nystroem import KMeansNystroem, NystroemRankWarning
-        from .least_squares import LSAUC
-        from .ranksvm import RankSVM
-
-        with warnings.catch_warnings():  # the cut is recorded (state "r"), the model is alpha
-            warnings.simplefilter("ignore", NystroemRankWarning)
-            emb = KMeansNystroem(n_components=centres.shape[0], landmarks=centres, gamma=gamma,
-                                 dtype=self.dtype).fit(Xs)
-        Z = emb.transform(Xs)
-        if self.persist is not False:
-            with dask.config.set(**{"array.slicing.split_large_chunks": False}):
-                Z = persist(Z)[0]
-        Zv = emb.transform(Xv) if Xv is not None else None
-        if self.loss == "least_squares":
-            solver = LSAUC(lam=lam).fit(Z, y)
-        else:
-            pos, neg = class_counts(y)
-            n_pairs = float(pos) * float(neg)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                solver = RankSVM(C=1.0 / (lam * n_pairs), persist=self.persist,
-                                 **self._newton_params()).fit(Z, y, X_val=Zv, y_val=yv)
-        from ..solvers._result import SolverResult
-
-        res = SolverResult(coef=solver.coef_, n_iter=int(getattr(solver, "n_iter_", 1)),
-                           converged=bool(getattr(solver, "converged_", True)),
-                           history=list(getattr(solver, "history_", [])),
-                           state={"r": int(emb.n_components_)})
-        return emb.projection_ @ solver.coef_, res
-
     # ------------------------------------------------------------------------ predict
 
     def _raw_scores(self, X):
@@ -552,5 +436,9 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                              dtype=np.dtype(self.dtype))
 
 
-def _result(res):
-    return res.coef, res
+def _intercept(X, y, score) -> float:
+    """The ``intercept_`` of a model with raw scores ``score(rows)`` fitted on rows ``X`` (dask),
+    as :meth:`AUCScoreMixin._calibrate` sets it (on a sample of chunks): the width walk scores
+    each width by the AUC of the decision function that model would have."""
+    fit = platt_scaling(*calibration_data(X, y, score, all_rows=False))
+    return float(fit.offset / fit.slope)

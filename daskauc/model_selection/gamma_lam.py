@@ -20,11 +20,12 @@
 
 The best width grows with the number of centres (and rows), so a subsample with 2,048 centres
 cannot see the width of a model with 8,192 or more: :class:`~daskauc.KernelAUC` then walks the
-width at the final model's scale (:func:`walk_widths`): the kernel route with up to
-``WIDTH_CENTRES`` centres on a stratified subsample of up to ``WIDTH_ROWS`` rows (two thirds
-to train, one third to validate), doubling gamma from the chosen one while the validation AUC
-rises by more than ``WIDTH_GAIN`` (halving instead when the first doubling does not help),
-each fit warm-started from the previous width's function.
+width at the final model's scale (:func:`walk_width`, by the rule of :func:`walk_widths`): the
+final model's route (:mod:`.kernel_model`) with up to ``WIDTH_CENTRES`` centres on a
+stratified subsample of up to ``WIDTH_ROWS`` rows (two thirds to train, one third to
+validate), doubling gamma from the chosen one while the validation AUC rises by more than
+``WIDTH_GAIN`` (halving instead when the first doubling does not help), each fit warm-started
+from the previous width's function.
 
 Everything runs in this process: the subsample is small by design (20,000 rows and 4,096
 centres at most by default: features of 330 MB in float32), and the (fold, gamma) paths run
@@ -43,15 +44,23 @@ from dataclasses import dataclass, field
 import dask
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from .. import _config
 from .._arrays import class_counts, sample_rows, stratified_subsample
 from .._compute import compute
+from .._validation import as_row_chunked, check_X_y, child_seed, seed_sequence
+from ..embed.centres import select_centres
 from ..metrics import roc_auc
-from ..solvers.kernel_basis import build_preconditioner, gaussian_centres, kernel_block
+from ..solvers.kernel_basis import (
+    build_preconditioner,
+    gaussian_centres,
+    kernel_block,
+    kernel_scores,
+)
 from ..solvers.newton import prsvm_newton
 from ..solvers.stats import class_statistics, lsauc_from_stats
+from .kernel_model import KernelFunction, KernelSettings, choose_route, fit_kernel_model
 
 logger = logging.getLogger("daskauc")
 
@@ -250,7 +259,7 @@ def select_gamma_lam(
     n_full = n if n_full is None else int(n_full)
     ss = random_state if isinstance(random_state, np.random.SeedSequence) else \
         np.random.SeedSequence(random_state)
-    rng = np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, 7)))
+    rng = np.random.default_rng(child_seed(ss, 7))
     idx = stratified_subsample(y, rows, rng)
     # read with the scheduler that holds X (rows persisted on a cluster are not visible to
     # a local scheduler: "missing dependency"); only the solves below run in-process
@@ -342,3 +351,104 @@ def walk_widths(score, mult0: float, *, steps: int = WIDTH_STEPS, gain: float = 
             break
     best = max(tried, key=lambda t: (t[1], -abs(np.log(t[0] / mult0))))
     return best[0], tried
+
+
+def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: int,
+               rows: int, max_centres: int, solver: str, settings: KernelSettings, intercept,
+               random_state) -> dict | None:
+    """Walk the width at the final model's scale (module docstring), or None when the walk's
+    centres would not be at least twice the selection's.
+
+    Parameters
+    ----------
+    X : dask array (n, d)
+        The (scaled) training rows; only the subsample is read.
+    y : ndarray (n,)
+        Labels in {-1, +1}.
+    gamma0 : float
+        The bandwidth rule's width 1/b.
+    selection : dict
+        :meth:`Selection.as_dict` of :func:`select_gamma_lam`: the walk starts from its
+        ``gamma_multiplier``, at its ``lam`` rescaled to the walk's rows and
+        compares its centres with the selection's ``n_centres``.
+    n_centres : int
+        Centres of the final model; the walk uses ``min(n_centres, max_centres, rows of its
+        training part)``, drawn uniformly among those rows.
+    rows : int
+        Size of the stratified subsample (two thirds train, one third validate).
+    solver : {"auto", "kernel", "embedding"}
+        The route, as the final model takes it (:func:`.kernel_model.choose_route`).
+    settings : KernelSettings
+        The final model's solve.
+    intercept : callable
+        ``intercept(X, y, score)``: the intercept the estimator's calibration gives a model
+        with raw scores ``score(rows)`` fitted on rows ``X``, labels ``y`` (dask): each width
+        is scored by the AUC of the decision function the model would have.
+    random_state : SeedSequence
+
+    Returns
+    -------
+    dict
+        ``gamma``, ``gamma_multiplier``, ``rows``, ``validation_rows``, ``centres``, ``lam``,
+        ``table`` (per width: ``gamma_multiplier``, ``gamma``, ``val_auc``, ``n_iter``,
+        ``passes``, ``route``, ``seconds``), ``seconds``, ``rule``.
+    """
+    rng = np.random.default_rng(random_state)
+    idx = stratified_subsample(y, int(rows), rng)
+    if len(idx) < 6:
+        return None
+    tr, va = train_test_split(idx, test_size=1 / 3, stratify=y[idx],
+                              random_state=int(rng.integers(2**31)))
+    tr, va = np.sort(tr), np.sort(va)
+    m = int(min(n_centres, max_centres, len(tr)))
+    if m < 2 * selection["n_centres"]:
+        return None
+    t0 = time.perf_counter()
+    n = int(X.shape[0])
+    lam = selection["lam"] * (n / len(tr)) ** LAM_EXPONENT  # as the selection moves it
+    X_tr, yd, _ = check_X_y(sample_rows(X, tr) if len(tr) < n else X, y[tr],
+                            dtype=settings.dtype)
+    X_va = as_row_chunked(sample_rows(X, va), dtype=settings.dtype)
+    y_tr = np.asarray(compute(yd)[0])
+    seed = seed_sequence(int(rng.integers(2**31)))
+    # the same rows and centres at every width (uniform centres: their labels enable the
+    # "pairs" weighting)
+    sel = select_centres(X_tr, m, method="uniform", y=y_tr, random_state=child_seed(seed, 2))
+    centres = np.asarray(sel.centres, dtype=np.float64)
+    index = np.asarray(sel.index, dtype=np.int64)
+    fitted: list[KernelFunction] = []  # the previous width's function: the next one's start
+    table = []
+
+    def score(mult):
+        tic = time.perf_counter()
+        gamma = float(gamma0 * mult)
+        route, _ = choose_route(int(X_tr.shape[0]), int(X_tr.shape[1]), m, loss=settings.loss,
+                                solver=solver, persist=settings.persist)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            alpha, result = fit_kernel_model(route, X_tr, y_tr, centres, sel.labels, sel.index,
+                                             gamma, float(lam), settings,
+                                             previous=fitted[-1] if fitted else None)
+        f = KernelFunction(centres=centres, index=index, gamma=gamma,
+                           alpha=np.asarray(alpha, dtype=np.float64))
+        fitted.append(f)
+
+        def raw(rows):
+            return kernel_scores(rows, f.centres, f.gamma, f.alpha, dtype=np.dtype(settings.dtype))
+
+        b = intercept(X_tr, yd, raw)
+        auc = float(roc_auc(y[va], np.asarray(compute(raw(X_va))[0], dtype=np.float64) + b))
+        state = result.state or {}
+        table.append({"gamma_multiplier": mult, "gamma": gamma0 * mult, "val_auc": auc,
+                      "n_iter": int(result.n_iter), "passes": int(state.get("passes", 0)),
+                      "route": route, "seconds": time.perf_counter() - tic})
+        logger.info("KernelAUC width walk: %g/b -> validation AUC %.5f (%d centres, "
+                    "%d rows, %.1f s)", mult, auc, m, len(tr), table[-1]["seconds"])
+        return auc
+
+    best, _ = walk_widths(score, selection["gamma_multiplier"])
+    return {"gamma": gamma0 * best, "gamma_multiplier": best, "rows": len(tr),
+            "validation_rows": len(va), "centres": m, "lam": lam, "table": table,
+            "seconds": time.perf_counter() - t0,
+            "rule": "gamma doubled (or halved) from the selection's while the validation "
+                    "AUC rises, kernel route at the final model's scale, lam fixed"}

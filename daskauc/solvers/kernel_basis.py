@@ -233,7 +233,8 @@ def _share(gc: GaussianCentres, client):
     return share(gc, client, broadcast=True, min_bytes=0)
 
 
-def _n_threads(client) -> int:
+def pass_threads(client) -> int:
+    """Threads a kernel pass runs on: the cluster's (``client``), else this machine's cores."""
     workers = _workers(client)
     if workers:
         return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
@@ -254,7 +255,7 @@ def _prepare_rows(X: da.Array, m: int, persist, client, name: str = "X"):
     """Rechunk rows for kernel passes and persist them when asked / when they fit."""
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
-    chunks = kernel_row_chunks(int(X.shape[0]), m, int(X.shape[1]), _n_threads(client))
+    chunks = kernel_row_chunks(int(X.shape[0]), m, int(X.shape[1]), pass_threads(client))
     if X.chunks[0] != chunks:
         X = X.rechunk({0: chunks})
     persisted = should_persist(X, persist, client)
