@@ -82,19 +82,13 @@ def _fold_auc(y, est, X, error_score) -> float:
     return float(roc_auc(y, scores))
 
 
-def _fit(est, X, y) -> float:
+def _timed(fit, X, y) -> float:
+    """Seconds of ``fit(X, y)`` (an estimator's ``fit`` or ``partial_fit``), convergence
+    warnings silenced."""
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        est.fit(X, y)
-    return time.perf_counter() - t0
-
-
-def _partial_fit(est, X, y) -> float:
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        est.partial_fit(X, y)
+        fit(X, y)
     return time.perf_counter() - t0
 
 
@@ -172,9 +166,9 @@ def cross_validate_auc(estimator, X, y=None, param_grid=None, *, cv=3, epochs=No
             spent, done = 0.0, 0
             for j, count in enumerate(counts):
                 if count is None:
-                    spent = _fit(est, Xtr, y_np[tr])
+                    spent = _timed(est.fit, Xtr, y_np[tr])
                 while count is not None and done < count:
-                    spent += _partial_fit(est, Xtr, y_np[tr])
+                    spent += _timed(est.partial_fit, Xtr, y_np[tr])
                     done += 1
                 secs[k, j] += spent
                 iters[k, j, f] = int(getattr(est, "n_iter_", 0))

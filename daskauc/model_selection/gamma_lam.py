@@ -361,16 +361,11 @@ def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: i
 
     Parameters
     ----------
-    X : dask array (n, d)
-        The (scaled) training rows; only the subsample is read.
-    y : ndarray (n,)
-        Labels in {-1, +1}.
-    gamma0 : float
-        The bandwidth rule's width 1/b.
+    X, y, gamma0 : as :func:`select_gamma_lam`.
     selection : dict
         :meth:`Selection.as_dict` of :func:`select_gamma_lam`: the walk starts from its
-        ``gamma_multiplier``, at its ``lam`` rescaled to the walk's rows and
-        compares its centres with the selection's ``n_centres``.
+        ``gamma_multiplier``, at its ``lam`` rescaled to the walk's rows, and needs at least
+        twice its ``n_centres``.
     n_centres : int
         Centres of the final model; the walk uses ``min(n_centres, max_centres, rows of its
         training part)``, drawn uniformly among those rows.
