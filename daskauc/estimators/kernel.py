@@ -45,14 +45,11 @@ from .._validation import (
     set_features_in,
 )
 from ..model_selection.gamma_lam import (
-    GAMMA_MULTIPLIERS,
-    LAMBDAS,
     SELECTION_CENTRES,
     SELECTION_ROWS,
     WIDTH_CENTRES,
     WIDTH_ROWS,
-    select_gamma_lam,
-    walk_width,
+    choose_gamma_lam,
 )
 from ..model_selection.kernel_model import (
     KernelFunction,
@@ -269,7 +266,6 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         iteration in ``history_``.
         """
         from ..data.scale import MinMaxScaler, StandardScaler
-        from ..embed.nystroem import default_gamma
 
         self._check_params()
         timings: dict[str, float] = {}
@@ -295,40 +291,12 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
             m = n
 
         tic = time.perf_counter()
-        selection = None
-        if self.gamma == "auto" or self.lam == "auto":
-            gamma0 = default_gamma(Xs)
-            if self.gamma == "auto":
-                mults = self.gamma_grid if self.gamma_grid is not None else GAMMA_MULTIPLIERS
-            else:
-                mults = [(gamma0 if self.gamma == "rule" else float(self.gamma)) / gamma0]
-            selection = select_gamma_lam(
-                Xs, y_np, gamma0=gamma0, loss=self.loss, n_centres=m,
-                gamma_multipliers=mults,
-                lams=self.lam_grid if self.lam_grid is not None else LAMBDAS,
-                lam_fixed=None if self.lam == "auto" else float(self.lam),
-                cv=int(self.cv), rows=int(self.selection_rows),
-                max_centres=int(self.selection_centres), n_full=n,
-                extend_grid=self.gamma == "auto" and self.gamma_grid is None,
-                random_state=child_seed(ss, 1),
-                solver_params=settings.newton_params,
-            )
-            gamma, lam = selection.gamma, selection.lam
-            logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g in %.1f s",
-                        gamma, selection.gamma_multiplier, lam, selection.seconds)
-            selection = selection.as_dict()
-            if self.gamma == "auto" and self.gamma_grid is None:
-                walk = walk_width(Xs, y_np, gamma0=gamma0, selection=selection, n_centres=m,
-                                  rows=int(self.width_rows), max_centres=int(self.width_centres),
-                                  solver=self.solver, settings=settings,
-                                  intercept=_intercept, random_state=child_seed(ss, 3))
-                if walk is not None:
-                    gamma = walk["gamma"]
-                    selection.update(gamma=gamma, gamma_multiplier=walk["gamma_multiplier"],
-                                     width_walk=walk)
-        else:
-            gamma = default_gamma(Xs) if self.gamma == "rule" else float(self.gamma)
-            lam = float(self.lam)
+        gamma, lam, selection = choose_gamma_lam(
+            Xs, y_np, gamma=self.gamma, lam=self.lam, n_centres=m, gamma_grid=self.gamma_grid,
+            lam_grid=self.lam_grid, cv=int(self.cv), rows=int(self.selection_rows),
+            max_centres=int(self.selection_centres), width_rows=int(self.width_rows),
+            width_centres=int(self.width_centres), solver=self.solver, settings=settings,
+            intercept=_intercept, random_state=ss)
         timings["selection"] = time.perf_counter() - tic
 
         tic = time.perf_counter()

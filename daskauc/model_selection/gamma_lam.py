@@ -51,6 +51,7 @@ from .._arrays import class_counts, sample_rows, stratified_subsample
 from .._compute import compute
 from .._validation import as_row_chunked, check_X_y, child_seed, seed_sequence
 from ..embed.centres import select_centres
+from ..embed.nystroem import default_gamma
 from ..metrics import roc_auc
 from ..solvers.kernel_basis import (
     build_preconditioner,
@@ -324,6 +325,45 @@ def select_gamma_lam(
     return Selection(gamma=gamma0 * mults[g_best], lam=lam,
                      gamma_multiplier=mults[g_best], lam_subsample=lam_sub, n_rows=len(idx),
                      n_centres=m, cv=cv, seconds=time.perf_counter() - t_start, table=table)
+
+
+def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid, lam_grid,
+                     cv: int, rows: int, max_centres: int, width_rows: int, width_centres: int,
+                     solver: str, settings: KernelSettings, intercept, random_state):
+    """:class:`~daskauc.KernelAUC`'s ``(gamma, lam, selection)``: each given as a number, or
+    "rule" (gamma only: the bandwidth rule 1/b), or "auto": chosen by
+    :func:`select_gamma_lam` (on ``gamma_grid`` times 1/b, default ``GAMMA_MULTIPLIERS``,
+    widened past an end; ``lam_grid``, default ``LAMBDAS``), then, for an automatic width on
+    the default grid, walked at the final model's scale (:func:`walk_width`). ``selection``
+    is :meth:`Selection.as_dict` with the walk under ``"width_walk"``, or None when nothing
+    was "auto". ``random_state`` is the fit's SeedSequence (its children 1 and 3)."""
+    if gamma != "auto" and lam != "auto":
+        return (default_gamma(X) if gamma == "rule" else float(gamma)), float(lam), None
+    gamma0 = default_gamma(X)
+    if gamma == "auto":
+        mults = gamma_grid if gamma_grid is not None else GAMMA_MULTIPLIERS
+    else:
+        mults = [(gamma0 if gamma == "rule" else float(gamma)) / gamma0]
+    chosen = select_gamma_lam(
+        X, y, gamma0=gamma0, loss=settings.loss, n_centres=n_centres, gamma_multipliers=mults,
+        lams=lam_grid if lam_grid is not None else LAMBDAS,
+        lam_fixed=None if lam == "auto" else float(lam), cv=cv, rows=rows,
+        max_centres=max_centres, n_full=int(X.shape[0]),
+        extend_grid=gamma == "auto" and gamma_grid is None,
+        random_state=child_seed(random_state, 1), solver_params=settings.newton_params)
+    logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g in %.1f s",
+                chosen.gamma, chosen.gamma_multiplier, chosen.lam, chosen.seconds)
+    selection = chosen.as_dict()
+    if gamma == "auto" and gamma_grid is None:
+        walk = walk_width(X, y, gamma0=gamma0, selection=selection, n_centres=n_centres,
+                          rows=width_rows, max_centres=width_centres, solver=solver,
+                          settings=settings, intercept=intercept,
+                          random_state=child_seed(random_state, 3))
+        if walk is not None:
+            selection.update(gamma=walk["gamma"], gamma_multiplier=walk["gamma_multiplier"],
+                             width_walk=walk)
+            return walk["gamma"], chosen.lam, selection
+    return chosen.gamma, chosen.lam, selection
 
 
 def walk_widths(score, mult0: float, *, steps: int = WIDTH_STEPS, gain: float = WIDTH_GAIN):
