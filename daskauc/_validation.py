@@ -532,9 +532,16 @@ def check_param(name: str, value, kind, *, low=None, high=None, include_low=True
 
 
 def check_params(est, table: Mapping[str, tuple]) -> None:
-    """Check every parameter listed in ``table`` as ``name: (kind, kwargs)``."""
+    """Check every parameter listed in ``table`` as ``name: (kind, kwargs)``: the attributes
+    of an estimator, or the values of a mapping (a function's keyword arguments) that names
+    them. The one form of a parameter table: an estimator's ``_params`` class attribute."""
     for pname, (kind, kwargs) in table.items():
-        value = getattr(est, pname)
+        if isinstance(est, Mapping):
+            if pname not in est:
+                continue
+            value = est[pname]
+        else:
+            value = getattr(est, pname)
         if value is None and kwargs.get("optional"):
             continue
         check_param(pname, value, kind, **{k: v for k, v in kwargs.items() if k != "optional"})

@@ -54,12 +54,6 @@ from .seeding import kmeans_parallel, kmeans_plusplus, resolve_init
 
 __all__ = ["MiniBatchKMeans", "minibatch_kmeans", "kmeans_plusplus"]
 
-_PARAMS = {
-    "n_clusters": (int, {"low": 1}),
-    "batch_size": (int, {"low": 1}),
-    "n_epochs": (int, {"low": 0}),
-    "init_size": (int, {"low": 1, "optional": True}),
-}
 
 
 def _child(ss: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
@@ -278,12 +272,8 @@ def minibatch_kmeans(
     D. Arthur and S. Vassilvitskii, "k-means++: the advantages of careful seeding", SODA 2007.
     B. Bahmani et al., "Scalable k-means++", PVLDB 5(7), 2012.
     """
-    for name, value in (("n_clusters", n_clusters), ("batch_size", batch_size),
-                        ("n_epochs", n_epochs), ("init_size", init_size)):
-        if value is None and name == "init_size":
-            continue
-        kind, kw = _PARAMS[name]
-        check_param(name, value, kind, **{k: v for k, v in kw.items() if k != "optional"})
+    check_params(dict(n_clusters=n_clusters, batch_size=batch_size, n_epochs=n_epochs,
+                      init_size=init_size), MiniBatchKMeans._params)
     Xd = as_row_chunked(X)
     centers, counts, history, _ = _fit_kmeans(
         Xd, n_clusters, batch_size=batch_size, n_epochs=n_epochs, init_size=init_size,
@@ -374,6 +364,13 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     D. Sculley, "Web-scale k-means clustering", WWW 2010.
     """
 
+    _params = {
+        "n_clusters": (int, {"low": 1}),
+        "batch_size": (int, {"low": 1}),
+        "n_epochs": (int, {"low": 0}),
+        "init_size": (int, {"low": 1, "optional": True}),
+    }
+
     def __init__(self, n_clusters=8, *, batch_size=2048, n_epochs=3, init_size=None,
                  compute_labels="auto", random_state=None):
         self.n_clusters = n_clusters
@@ -384,7 +381,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     def _check_params(self):
-        check_params(self, _PARAMS)
+        check_params(self, self._params)
         check_param("compute_labels", self.compute_labels, object, choices=("auto", True, False))
 
     def fit(self, X, y=None):

@@ -52,14 +52,13 @@ def _classes_arg(classes) -> np.ndarray:
 class _OnlineAUCModel(LinearAUCModel):
     """fit / partial_fit shared by the online estimators (subclasses define the solver)."""
 
-    def _param_table(self) -> dict:  # pragma: no cover - abstract
-        raise NotImplementedError
+    _params: dict = {}
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:  # pragma: no cover
         raise NotImplementedError
 
     def _check(self) -> None:
-        check_params(self, self._param_table())
+        check_params(self, self._params)
         seed_sequence(self.random_state)  # TypeError for a bad random_state
 
     def fit(self, X, y=None, *, checkpoint=None, resume: bool = False):
@@ -237,17 +236,16 @@ class OAM(_OnlineAUCModel):
         self.n_chains = n_chains
         self.sync_every = sync_every
 
-    def _param_table(self) -> dict:
-        return {
-            "C": (float, dict(low=0.0, include_low=False)),
-            "buffer_size": (int, dict(low=1)),
-            "update": (str, dict(choices=UPDATES)),
-            "eta": (float, dict(low=0.0, include_low=False)),
-            "average": (bool, {}),
-            "n_epochs": (int, dict(low=1)),
-            "shuffle": (bool, {}),
-            "record_auc": (bool, {}),
-        }
+    _params = {
+        "C": (float, dict(low=0.0, include_low=False)),
+        "buffer_size": (int, dict(low=1)),
+        "update": (str, dict(choices=UPDATES)),
+        "eta": (float, dict(low=0.0, include_low=False)),
+        "average": (bool, {}),
+        "n_epochs": (int, dict(low=1)),
+        "shuffle": (bool, {}),
+        "record_auc": (bool, {}),
+    }
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:
         return oam(X, y, C=float(self.C), buffer_size=int(self.buffer_size), update=self.update,
@@ -347,16 +345,15 @@ class UnivariateAUC(_OnlineAUCModel):
         self.n_chains = n_chains
         self.sync_every = sync_every
 
-    def _param_table(self) -> dict:
-        return {
-            "loss": (str, dict(choices=tuple(LOSSES))),
-            "lam": (float, dict(low=0.0)),
-            "schedule": (str, dict(choices=SCHEDULES)),
-            "n_epochs": (int, dict(low=1)),
-            "average": (bool, {}),
-            "shuffle": (bool, {}),
-            "record_auc": (bool, {}),
-        }
+    _params = {
+        "loss": (str, dict(choices=tuple(LOSSES))),
+        "lam": (float, dict(low=0.0)),
+        "schedule": (str, dict(choices=SCHEDULES)),
+        "n_epochs": (int, dict(low=1)),
+        "average": (bool, {}),
+        "shuffle": (bool, {}),
+        "record_auc": (bool, {}),
+    }
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:
         eta0 = auto_step(self, "eta0", self.AUTO_ETA0, state,
