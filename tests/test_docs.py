@@ -13,6 +13,8 @@ import posixpath
 import re
 from pathlib import Path
 
+import pytest
+
 import daskauc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,3 +130,21 @@ def test_gallery_examples_are_titled_and_use_the_threaded_scheduler():
         assert title and len(title.group(2)) >= len(title.group(1)), path.name
         assert 'dask.config.set(scheduler="threads")' in text, path.name
         assert "LocalCluster" not in text and "Client(" not in text, path.name
+
+
+def test_shared_parameter_docs_are_filled():
+    """Every public docstring has its shared descriptions filled (no ``%(name)s`` left), the
+    n_chains text is written once (daskauc/_docs.py), and a missing field fails loudly."""
+    import inspect
+
+    import daskauc
+    from daskauc._docs import filled
+
+    for name in daskauc.__all__:
+        doc = inspect.getdoc(getattr(daskauc, name)) or ""
+        assert "%(" not in doc, name
+    assert "n_chains : int >= 1" in daskauc.SPAM.__doc__
+    sources = [p.read_text() for p in Path(daskauc.__file__).parent.rglob("*.py")]
+    assert sum(s.count('n_chains : int >= 1 or "auto"') for s in sources) == 1
+    with pytest.raises(KeyError, match="combine"):
+        filled("    %(n_chains)s")

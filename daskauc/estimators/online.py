@@ -11,6 +11,7 @@ import functools
 import dask.array as da
 import numpy as np
 
+from .._docs import fill_doc
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
@@ -144,6 +145,10 @@ class _OnlineAUCModel(LinearAUCModel):
         return self
 
 
+@fill_doc(combine=(
+    ': ``w`` mixed by rows, the average exact, the reservoirs merged into uniform samples'
+    ' of all rows seen'
+))
 @model_class
 class OAM(_OnlineAUCModel):
     """Online AUC maximization with reservoir buffers (OAMseq / OAMgra).
@@ -175,14 +180,8 @@ class OAM(_OnlineAUCModel):
         ``partial_fit``, the AUC on the batch, which must then hold both classes).
     random_state : None, int or numpy Generator, default=None
         Seed of every random choice (orders and reservoir decisions).
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`). 1 is the
-        sequential algorithm, bit for bit; more chains use more workers and give a (close,
-        not identical) parameter-mixed result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Attributes
     ----------
@@ -255,6 +254,7 @@ class OAM(_OnlineAUCModel):
                    sync_every=self.sync_every)
 
 
+@fill_doc(combine=': ``w`` and ``b`` mixed by steps, the averages exact, the counters summed')
 @model_class
 class UnivariateAUC(_OnlineAUCModel):
     """Online SGD on the class-weighted univariate exponential or squared loss.
@@ -284,15 +284,8 @@ class UnivariateAUC(_OnlineAUCModel):
         Record the training AUC in ``history_`` after every epoch (one extra pass each).
     random_state : None, int or numpy Generator, default=None
         Seed of the chunk and row orders.
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: ``w`` and
-        ``b`` mixed by steps, the averages exact, the counters summed). 1 is the sequential
-        algorithm, bit for bit; more chains use more workers and give a close, not identical,
-        result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Attributes
     ----------
