@@ -154,7 +154,7 @@ def as_row_chunked(
     """
     reject_sparse(X, name)
     if is_store_path(X):
-        from ._store import open_dataset
+        from ._dataset import open_dataset
 
         X = open_dataset(X).X
     elif _is_zarr_array(X):
@@ -444,7 +444,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
     column vector (n, 1) is raveled with a ``DataConversionWarning``, as scikit-learn does.
     """
     if is_store_path(y):
-        from ._store import open_dataset
+        from ._dataset import open_dataset
 
         y = open_dataset(y).y
     if isinstance(y, da.Array):
@@ -485,7 +485,7 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
     array with the same row chunks.
     """
     if is_store_path(X) and y is None:
-        from ._store import open_dataset
+        from ._dataset import open_dataset
 
         ds = open_dataset(X)
         X, y = ds.X, ds.y

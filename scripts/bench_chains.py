@@ -142,7 +142,7 @@ def read_times(store: str, repeat: int = 3) -> dict:
     CRC32C checked) and Zarr's own read path; best of ``repeat``."""
     import zarr
 
-    from daskauc._store import CheckedZarrArray
+    from daskauc._dataset import CheckedZarrArray
 
     z = zarr.open_group(store, mode="r")["X"]
     cr, n = z.chunks[0], z.shape[0]

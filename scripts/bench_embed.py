@@ -283,7 +283,7 @@ def main(argv=None):
     from sklearn.preprocessing import StandardScaler
 
     from daskauc import _config
-    from daskauc._store import create_array, writing_store
+    from daskauc._store_write import create_array, writing_store
     from daskauc.embed.nystroem import KMeansNystroem, gaussian_kernel
 
     dask.config.set(scheduler="threads")
@@ -378,7 +378,7 @@ def main(argv=None):
     print(json.dumps(res["embedding"], indent=1))
 
     # ---- NSAUC: one epoch over the persisted embedding, and the test AUC after 5 epochs
-    from daskauc._store import open_dataset
+    from daskauc._dataset import open_dataset
     from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
     from daskauc.metrics import roc_auc
 

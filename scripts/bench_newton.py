@@ -333,7 +333,7 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="daskauc-bench-newton-")
     try:
         if args.embedding:
-            from daskauc._store import open_dataset
+            from daskauc._dataset import open_dataset
 
             ds = open_dataset(args.embedding)
             zpath = args.embedding
@@ -394,7 +394,7 @@ def main(argv=None):
             w_p = train[DEFAULT_RUN]["coef"]
             w_s = train["zarr streamed exact cg_tol=0.1"]["coef"]
             if args.test_embedding:
-                from daskauc._store import open_dataset
+                from daskauc._dataset import open_dataset
                 from daskauc.metrics import roc_auc
 
                 te = open_dataset(args.test_embedding)

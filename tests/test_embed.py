@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from daskauc import _config
-from daskauc._store import open_dataset
+from daskauc._dataset import open_dataset
 from daskauc.embed._kernels import (
     _gauss_from_gram_f32,
     _gauss_from_gram_f64,

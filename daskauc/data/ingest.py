@@ -3,7 +3,7 @@
 A dataset store (see :mod:`daskauc._store`) is a Zarr group with ``X`` (n x d, float32 or
 float64, chunked by rows only), ``y`` (n, int8 in {-1, +1}, the same row chunks) and its
 provenance in the group attributes. Every write goes through the safe-write protocol of
-:func:`~daskauc._store.writing_store`: an interrupted ingest never leaves a store that
+:func:`~daskauc._store_write.writing_store`: an interrupted ingest never leaves a store that
 opens as complete, and an existing store is only replaced with ``overwrite=True``.
 
 How a text file is read (memory is bounded by a few row chunks, one block of text and one
@@ -58,19 +58,9 @@ import dask.array as da
 import numpy as np
 
 from .. import _compute, _config
-from .._store import (
-    Dataset,
-    PendingStore,
-    _is_url,
-    begin_store,
-    check_writable,
-    create_array,
-    open_dataset,
-    owned_tmp_name,
-    remove_stale,
-    resolve_path,
-    writing_store,
-)
+from .._dataset import Dataset, open_dataset
+from .._store import is_url, owned_tmp_name, remove_stale, resolve_path
+from .._store_write import PendingStore, begin_store, check_writable, create_array, writing_store
 from .._validation import (
     as_row_chunked,
     check_not_empty,
@@ -674,7 +664,7 @@ def _failing_cleanly(store):
     command line takes for a lost cluster."""
     p = os.fspath(store)
     made = []
-    if not _is_url(p):
+    if not is_url(p):
         parent = os.path.dirname(resolve_path(p))
         while parent and not os.path.exists(parent):
             made.append(parent)
@@ -725,7 +715,7 @@ def _check_free_space(store, needed: int, detail: str) -> None:
     """Refuse a local write of ``needed`` bytes when the file system it goes to (that of the
     nearest existing parent of ``store``) has less free space; URLs are not checked."""
     p = os.fspath(store)
-    if not _config.CHECK_FREE_SPACE or needed <= 0 or _is_url(p):
+    if not _config.CHECK_FREE_SPACE or needed <= 0 or is_url(p):
         return
     path = resolve_path(p)
     probe = os.path.dirname(path)
@@ -751,7 +741,7 @@ def _check_text_space(store, rows: int, d: int, itemsize: int, shuffle: bool) ->
     spill = 4 * rows  # label codes
     if shuffle:  # X, each row's place in its chunk, the permutation
         spill += rows * (d * itemsize + 4 + _perm_itemsize(rows))
-    if _is_url(os.fspath(store)):
+    if is_url(os.fspath(store)):
         _check_free_space(store, data, "X and y uncompressed")
         _check_free_space(os.path.join(tempfile.gettempdir(), "spill"), spill,
                           "the spill files of the ingest")
@@ -764,7 +754,7 @@ def _spill_dir(store) -> str:
     """A temporary directory beside a local target (same filesystem), named after this host
     and process so that the next ingest there removes it if this one is killed."""
     p = os.fspath(store)
-    if _is_url(p):
+    if is_url(p):
         return tempfile.mkdtemp(prefix=".daskauc-spill-")
     parent = os.path.dirname(resolve_path(p))
     os.makedirs(parent, exist_ok=True)

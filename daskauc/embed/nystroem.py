@@ -30,8 +30,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
 from .._compute import compute, share
+from .._dataset import Dataset, open_dataset
 from .._registry import model_class
-from .._store import Dataset, create_array, open_dataset, open_store, writing_store
+from .._store import open_store
+from .._store_write import create_array, writing_store
 from .._validation import (
     as_labels,
     as_numpy_rows,
@@ -498,7 +500,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         (landmarks, projection, eigenvalues, scaler statistics; gamma and parameters in its
         attributes), and provenance (parameters, ``input_sha256``, ``map_sha256``, versions,
         class counts) in the group attributes. It is written through
-        :func:`daskauc._store.writing_store`, so an interrupted write never looks complete.
+        :func:`daskauc._store_write.writing_store`, so an interrupted write never looks complete.
         Under the threaded scheduler BLAS is limited to one thread per task while writing.
         """
         check_is_fitted(self, "projection_")
