@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import BENCH_DIR, CACHE_DIR, load_dataset, md_table, write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import BENCH_DIR, CACHE_DIR, load_dataset, md_table, write_results  # noqa: E402
 
 OUT = os.path.join(CACHE_DIR, "chains")
 #: (chains, sync_every): one chain, 2 and 4 chains merged once per epoch, 4 chains merged after

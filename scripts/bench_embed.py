@@ -43,9 +43,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import BENCH_DIR as OUT  # noqa: E402
-from _common import gemm_rate, load_dataset, machine_info, md_table  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import BENCH_DIR as OUT  # noqa: E402
+from benchmarks._harness import gemm_rate, load_dataset, machine_info, md_table  # noqa: E402
 
 
 def timed(fn, *args, **kwargs):

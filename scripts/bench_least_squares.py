@@ -30,10 +30,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import gemm_rate, machine_info, md_table, write_results  # noqa: E402
+from benchmarks._harness import gemm_rate, machine_info, md_table, write_results  # noqa: E402
 
 
 def _best(fn, repeat):

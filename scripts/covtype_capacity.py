@@ -33,8 +33,8 @@ import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import (  # noqa: E402
     CACHE_DIR,
     MemorySampler,
     gemm_rate,

@@ -18,8 +18,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, md_table, write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import ROOT, md_table, write_results  # noqa: E402
 
 FAMILIES = ["nsauc", "spam", "oam", "newton", "lsauc", "kmeans", "embedding"]
 #: fault -> (test function, the outcome a pass means, the test id's word for the fault)

@@ -21,8 +21,8 @@ import dask
 import dask.array as da
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED_DATA, machine_info, md_table, write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import SHARED_DATA, machine_info, md_table, write_results  # noqa: E402
 
 LAMBDAS = (1e-10, 1e-9, 1e-8, 1e-7)
 

@@ -26,8 +26,8 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED_DATA, machine_info, md_table, write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import SHARED_DATA, machine_info, md_table, write_results  # noqa: E402
 
 
 def _rss():

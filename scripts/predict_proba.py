@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import load_dataset, md_table, write_results  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._harness import load_dataset, md_table, write_results  # noqa: E402
 
 DATASETS = ("ijcnn1", "spambase", "covtype")
 

@@ -37,14 +37,15 @@ import warnings
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the scripts; the harness: benchmarks/
 import least_squares_tables as lst  # noqa: E402
-from _common import (  # noqa: E402
+
+from benchmarks._harness import (  # noqa: E402
     ROOT,
-    _read_svmlight,
-    _split,
     load_dataset,
     machine_info,
+    read_svmlight,
+    split_80_20,
 )
 
 CACHE_DIR = os.path.join(ROOT, "docs", "benchmarks", "reproduce")
@@ -715,7 +716,7 @@ def diag_ls_splits(name: str, method: str, n_splits: int = 20,
 
     row = load_row(name, method)
     key, fixed, _ = lst.GRIDS[method]
-    X, y = _read_svmlight(LS_FILES[name])
+    X, y = read_svmlight(LS_FILES[name])
     y = np.where(y > 0, 1, -1).astype(np.int8)
 
     def fit_score(Xtr, ytr, Xte, yte):
@@ -749,14 +750,14 @@ def diag_usps_groupings(workdir: str) -> dict:
 
     from daskauc import LSAUC
 
-    X, lab = _read_svmlight("usps/usps.t.bz2", 256)
+    X, lab = read_svmlight("usps/usps.t.bz2", 256)
     digit = lab.astype(int) - 1
     groups = {f"digit {d} vs rest": digit == d for d in range(10)}
     groups["digits 5-9 vs 0-4 (ours)"] = digit >= 5
     out = []
     for label, pos in groups.items():
         y = np.where(pos, 1, -1)
-        Xtr, Xte, ytr, yte = _split(X, y)
+        Xtr, Xte, ytr, yte = split_80_20(X, y)
         sc = MinMaxScaler((-1, 1)).fit(Xtr)
         aucs = {}
         for lam in (1e-3, 1e-2, 1e-1, 1.0):
@@ -775,8 +776,8 @@ def diag_order(workdir: str) -> dict:
     from daskauc import KMeansNystroem, StandardScaler
 
     row = load_row("ijcnn1", "NSAUC")
-    Xtr, ytr = _read_svmlight("ijcnn1/ijcnn1.trn.bz2", 22)
-    Xte, yte = _read_svmlight("ijcnn1/ijcnn1.tst.bz2", 22)
+    Xtr, ytr = read_svmlight("ijcnn1/ijcnn1.trn.bz2", 22)
+    Xte, yte = read_svmlight("ijcnn1/ijcnn1.tst.bz2", 22)
     ytr, yte = np.where(ytr > 0, 1, -1), np.where(yte > 0, 1, -1)
     sc = StandardScaler().fit(Xtr)
     A = np.asarray(sc.transform(Xtr), dtype=np.float32)

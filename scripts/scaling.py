@@ -31,9 +31,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _synthetic  # noqa: E402
-from _common import CACHE_DIR, WorkerMemory, floors, md_table  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks import _synthetic  # noqa: E402
+from benchmarks._harness import CACHE_DIR, WorkerMemory, floors, md_table  # noqa: E402
 
 OUT = os.path.join(CACHE_DIR, "scaling")
 RESULTS = os.path.join(OUT, "results.json")
@@ -382,7 +382,8 @@ def report(args) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from _common import write_results
+
+    from benchmarks._harness import write_results
 
     res = _load()
     runs = res["runs"]
