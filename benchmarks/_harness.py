@@ -422,6 +422,9 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, doc: str, *, out: str = BENCH_DIR, quick: dict | str | None = None,
                  seed: int | None = 0, **kwargs):
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None:  # run as python -m benchmarks.NAME
+            kwargs.setdefault("prog", f"python -m {spec.name}")
         super().__init__(description=doc.strip().splitlines()[0], **kwargs)
         self.add_argument("--out", default=out, metavar="DIR",
                           help=f"where the results are written (default: "
