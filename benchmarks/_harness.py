@@ -457,11 +457,11 @@ def command(module: str, argv: list[str] | None = None) -> str:
 # ----------------------------------------------------------------------------- writers
 
 
-def write_json(out: str, name: str, obj) -> None:
+def write_json(out: str, name: str, obj, indent: int = 2) -> None:
     """``<out>/<name>.json`` (floats as floats, numpy scalars included)."""
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"{name}.json"), "w") as f:
-        json.dump(obj, f, indent=2, default=float)
+        json.dump(obj, f, indent=indent, default=float)
 
 
 def write_markdown(out: str, name: str, markdown: str) -> None:
