@@ -24,9 +24,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench_chains import embeddings  # noqa: E402
-
 from benchmarks._harness import MemorySampler, md_table, write_results  # noqa: E402
+from benchmarks.chains import embeddings  # noqa: E402
 
 C, TOL = 1e-3, 1e-3
 
