@@ -59,6 +59,17 @@ def split_80_20(X, y):
     return train_test_split(X, y, test_size=0.2, stratify=True, random_state=SEED)
 
 
+def stratified_folds(y: np.ndarray, k: int, seed: int = SEED) -> np.ndarray:
+    """The fold (0 .. k - 1) of every row: each class's rows dealt round-robin in a random
+    order (``seed``), so that every fold has the class ratio of ``y``."""
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(y), dtype=np.int64)
+    for cls in (-1, 1):
+        idx = np.flatnonzero(y == cls)
+        fold[rng.permutation(idx)] = np.arange(idx.size) % k
+    return fold
+
+
 def load_dataset(name: str, cache_dir: str | None = None, *, shuffle: bool = True):
     """``(X_train, y_train, X_test, y_test, note)``: raw features, labels in {-1, +1} (int8).
 
