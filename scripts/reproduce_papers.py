@@ -38,8 +38,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the scripts; the harness: benchmarks/
-import least_squares_tables as lst  # noqa: E402
-
+from benchmarks import least_squares_tables as lst  # noqa: E402
 from benchmarks._harness import (  # noqa: E402
     ROOT,
     load_dataset,
