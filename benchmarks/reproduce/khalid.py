@@ -36,10 +36,8 @@ import warnings
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the scripts; the harness: benchmarks/
-from benchmarks import least_squares_tables as lst  # noqa: E402
-from benchmarks._harness import (  # noqa: E402
+from benchmarks import least_squares_tables as lst
+from benchmarks._harness import (
     ROOT,
     load_dataset,
     machine_info,
