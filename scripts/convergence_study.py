@@ -33,7 +33,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # the scripts; the harness: benchmarks/
 from benchmarks._harness import ROOT, machine_info  # noqa: E402
-from benchmarks.reproduce import khalid as rp  # noqa: E402
+from benchmarks.reproduce import _shared as rp  # noqa: E402
 
 EPOCHS = (1, 2, 3, 5, 10, 20, 50)
 METHODS = ("NSAUC", "NSVMSGD2", "NSOLAM")
