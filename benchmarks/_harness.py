@@ -428,7 +428,8 @@ class Parser(argparse.ArgumentParser):
     defaults, or a sentence when the benchmark reads ``args.quick`` itself (``None``: the
     benchmark has no smaller configuration); ``--seed`` the seed of the benchmark's random
     draws (``seed`` its default; ``None``: its random draws are fixed, for example by the
-    caches it shares with earlier runs). The description is the first line of ``doc``.
+    caches it shares with earlier runs). The description is the first paragraph of
+    ``doc``.
     """
 
     def __init__(self, doc: str, *, out: str = BENCH_DIR, quick: dict | str | None = None,
@@ -436,7 +437,8 @@ class Parser(argparse.ArgumentParser):
         spec = getattr(sys.modules.get("__main__"), "__spec__", None)
         if spec is not None:  # run as python -m benchmarks.NAME
             kwargs.setdefault("prog", f"python -m {spec.name}")
-        super().__init__(description=doc.strip().splitlines()[0], **kwargs)
+        first = doc.strip().split("\n\n")[0]  # the docstring's first paragraph
+        super().__init__(description=" ".join(first.split()), **kwargs)
         self.add_argument("--out", default=out, metavar="DIR",
                           help=f"where the results are written (default: "
                                f"{os.path.relpath(out, ROOT)})")
