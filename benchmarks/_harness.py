@@ -316,6 +316,20 @@ def fit_map(X, landmarks: int, **kwargs):
     return scaler, KMeansNystroem(landmarks, **kwargs).fit(scaler.transform(X))
 
 
+def embed_stores(train: str, test: str, train_out: str, test_out: str, landmarks: int,
+                 **kwargs):
+    """The papers' embedding of a train and a test dataset store: :func:`fit_map` on the
+    training rows (``kwargs`` passed on), then both embeddings written. Returns
+    ``(train embedding, test embedding, fmap, seconds)``, the seconds of the ``"map"`` (scaler
+    and landmarks) and of each write (``"train"``, ``"test"``)."""
+    from daskauc.data import open_dataset
+
+    (scaler, fmap), t_map = timed(fit_map, open_dataset(train).X, landmarks, **kwargs)
+    emb, t_train = timed(fmap.write_embedding, train, train_out, scaler=scaler, overwrite=True)
+    emb_te, t_test = timed(fmap.write_embedding, test, test_out, scaler=scaler, overwrite=True)
+    return emb, emb_te, fmap, {"map": t_map, "train": t_train, "test": t_test}
+
+
 class _Sampler:
     """A background thread calling ``_sample_once`` every ``interval`` seconds while the
     ``with`` block runs (``_begin`` before it starts, ``_end`` after it stops)."""

@@ -23,7 +23,7 @@ from benchmarks._harness import (
     CACHE_DIR,
     Parser,
     best_of,
-    fit_map,
+    embed_stores,
     load_dataset,
     md_table,
     rounded,
@@ -44,7 +44,7 @@ SOLVERS = {
 
 def embeddings(name: str):
     """Train and test embedding stores of ``name`` (built once)."""
-    from daskauc.data import ingest_array, open_dataset
+    from daskauc.data import ingest_array
 
     train, test = (os.path.join(OUT, f"{name}-{p}-emb.zarr") for p in ("train", "test"))
     if not (os.path.exists(train) and os.path.exists(test)):
@@ -52,9 +52,7 @@ def embeddings(name: str):
         src, src_te = (os.path.join(OUT, f"{name}-{p}.zarr") for p in ("train", "test"))
         ingest_array(Xtr.astype(np.float32), ytr, src, overwrite=True)
         ingest_array(Xte.astype(np.float32), yte, src_te, overwrite=True)
-        scaler, fmap = fit_map(open_dataset(src).X, 1600, random_state=0)
-        fmap.write_embedding(src, train, scaler=scaler, overwrite=True)
-        fmap.write_embedding(src_te, test, scaler=scaler, overwrite=True)
+        embed_stores(src, src_te, train, test, 1600, random_state=0)
     return train, test
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from benchmarks._harness import (
     SHARED_DATA,
     Parser,
-    fit_map,
+    embed_stores,
     machine_info,
     md_table,
     stratified_folds,
@@ -55,15 +55,10 @@ def main(argv=None) -> None:
     t["ingest"] = time.perf_counter() - tic
     train = open_dataset(p("train.zarr"))
 
-    tic = time.perf_counter()
-    scaler, fmap = fit_map(train.X, args.landmarks, random_state=args.seed)
-    t["kmeans"] = time.perf_counter() - tic
-    tic = time.perf_counter()
-    emb_tr = fmap.write_embedding(p("train.zarr"), p("train-emb.zarr"), scaler=scaler,
-                                  overwrite=True)
-    emb_te = fmap.write_embedding(p("test.zarr"), p("test-emb.zarr"), scaler=scaler,
-                                  overwrite=True)
-    t["embed+write"] = time.perf_counter() - tic
+    emb_tr, emb_te, fmap, secs = embed_stores(p("train.zarr"), p("test.zarr"),
+                                              p("train-emb.zarr"), p("test-emb.zarr"),
+                                              args.landmarks, random_state=args.seed)
+    t["kmeans"], t["embed+write"] = secs["map"], secs["train"] + secs["test"]
     Z, y = dask.persist(emb_tr.X, emb_tr.y)
     Zt, yt = dask.persist(emb_te.X, emb_te.y)
     y_np = y.compute()
