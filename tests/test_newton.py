@@ -673,7 +673,7 @@ def test_place_rows_budgets_with_the_cluster_it_runs_on(dask_cluster_client, tmp
                                                         monkeypatch):
     """Called without a client on a cluster, ``place_rows`` measures the cluster's workers,
     not this machine: with the machine's memory it cached 8 GB of a 4M-row embedding in two
-    1.75 GiB workers, which spilled and were killed (scripts/scaling.py)."""
+    1.75 GiB workers, which spilled and were killed (benchmarks/scaling.py)."""
     import daskauc.solvers.newton as newton
 
     seen = []

@@ -1,17 +1,20 @@
-"""The benchmark harness shared by every script: datasets, machine info, floors measured in
-the run, a memory sampler, and the JSON / Markdown / PNG writers.
+"""The benchmark harness shared by every benchmark: datasets, machine info, floors measured in
+the run, memory samplers, timers, the command-line options every benchmark has (``Parser``:
+``--out``, ``--quick``, ``--seed``) and the JSON / Markdown / PNG writers.
 
-A benchmark script is then its protocol and nothing else.
+A benchmark module is then its protocol and nothing else.
 """
 
 from __future__ import annotations
 
+import argparse
 import bz2
 import io
 import json
 import lzma
 import os
 import platform
+import sys
 import threading
 import time
 
@@ -19,7 +22,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
-BENCH_DIR = os.path.join(ROOT, "docs", "benchmarks")
+DOCS_DIR = os.path.join(ROOT, "docs")
+#: where the benchmarks write their pages unless ``--out`` says otherwise
+BENCH_DIR = os.path.join(DOCS_DIR, "benchmarks")
 #: where parsed datasets are cached (ignored by git)
 CACHE_DIR = os.path.join(ROOT, "bench-data")
 SEED = 0
@@ -32,7 +37,7 @@ DATASETS = ("covtype", "ijcnn1", "a9a", "w8a", "usps", "spambase", "mushrooms", 
 # ----------------------------------------------------------------------------- datasets
 
 
-def _read_svmlight(rel: str, n_features: int | None = None):
+def read_svmlight(rel: str, n_features: int | None = None):
     from sklearn.datasets import load_svmlight_file
 
     path = os.path.join(SHARED_DATA, rel)
@@ -47,10 +52,22 @@ def _read_text(rel: str, delimiter=None, skiprows: int = 0):
         return np.loadtxt(fh, delimiter=delimiter, skiprows=skiprows)
 
 
-def _split(X, y):
+def split_80_20(X, y):
+    """The stratified 80 / 20 split (seed 0) of the datasets shipped as one file."""
     from daskauc.data import train_test_split
 
     return train_test_split(X, y, test_size=0.2, stratify=True, random_state=SEED)
+
+
+def stratified_folds(y: np.ndarray, k: int, seed: int = SEED) -> np.ndarray:
+    """The fold (0 .. k - 1) of every row: each class's rows dealt round-robin in a random
+    order (``seed``), so that every fold has the class ratio of ``y``."""
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(y), dtype=np.int64)
+    for cls in (-1, 1):
+        idx = np.flatnonzero(y == cls)
+        fold[rng.permutation(idx)] = np.arange(idx.size) % k
+    return fold
 
 
 def load_dataset(name: str, cache_dir: str | None = None, *, shuffle: bool = True):
@@ -74,25 +91,25 @@ def load_dataset(name: str, cache_dir: str | None = None, *, shuffle: bool = Tru
     if name in ("ijcnn1", "a9a"):
         files = {"ijcnn1": ("ijcnn1/ijcnn1.trn.bz2", "ijcnn1/ijcnn1.tst.bz2", 22),
                  "a9a": ("a9a/a9a.xz", "a9a/a9a.t.xz", 123)}[name]
-        Xtr, ytr = _read_svmlight(files[0], files[2])
-        Xte, yte = _read_svmlight(files[1], files[2])
+        Xtr, ytr = read_svmlight(files[0], files[2])
+        Xte, yte = read_svmlight(files[1], files[2])
         ytr, yte = pm(ytr > 0), pm(yte > 0)
         note = "the shipped train / test files"
     else:
         if name == "covtype":
-            X, lab = _read_svmlight("covtype/covtype.libsvm.binary.xz", 54)
+            X, lab = read_svmlight("covtype/covtype.libsvm.binary.xz", 54)
             y, note = pm(lab == 2), "LIBSVM covtype.binary, type 2 positive (ratio 1.05)"
         elif name == "spambase":
             A = _read_text("spambase/spam.data.xz")
             X, y, note = A[:, :-1], pm(A[:, -1] > 0), "positive = spam"
         elif name == "usps":
-            X, lab = _read_svmlight("usps/usps.t.bz2", 256)
+            X, lab = read_svmlight("usps/usps.t.bz2", 256)
             y, note = pm(lab >= 6), "usps.t (2,007 rows), digits 5-9 positive"
         elif name == "diabetes":
             A = _read_text("diabetes/pima-indians-diabetes.csv.xz", delimiter=",")
             X, y, note = A[:, :-1], pm(A[:, -1] > 0), "positive = diabetic"
         elif name == "mushrooms":
-            X, lab = _read_svmlight("mushrooms/mushrooms.libsvm.xz", 112)
+            X, lab = read_svmlight("mushrooms/mushrooms.libsvm.xz", 112)
             y, note = pm(lab == 2), "positive = label 2"
         elif name == "svmguide3":
             A = _read_text("svmguide3/svmguide3.csv.xz", delimiter=",", skiprows=1)
@@ -104,9 +121,9 @@ def load_dataset(name: str, cache_dir: str | None = None, *, shuffle: bool = Tru
                    "splice": ("splice/splice.libsvm.xz", 60),
                    "fourclass": ("fourclass/fourclass_scale.xz", 2),
                    "breast-cancer": ("breast-cancer/breast-cancer_scale.xz", 10)}[name]
-            X, lab = _read_svmlight(*rel)
+            X, lab = read_svmlight(*rel)
             y, note = pm(lab > 0), "positive = +1"
-        Xtr, Xte, ytr, yte = _split(X, y)
+        Xtr, Xte, ytr, yte = split_80_20(X, y)
         note = f"{note}; {split}"
     if shuffle:
         perm = np.random.default_rng(SEED).permutation(len(ytr))
@@ -159,6 +176,38 @@ def versions() -> dict:
     return out
 
 
+# ----------------------------------------------------------------------------- timers
+
+
+def timed(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), seconds)``: one run."""
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
+def best_of(fn, repeat: int) -> tuple[float, object]:
+    """``(seconds, result)``: the fastest of ``repeat`` runs of ``fn()`` and its last result
+    (the fastest, because on a shared machine a run can only come out slower)."""
+    best, out = np.inf, None
+    for _ in range(repeat):
+        out, seconds = timed(fn)
+        best = min(best, seconds)
+    return best, out
+
+
+def median_of(fn, repeat: int) -> tuple[float, object]:
+    """``(seconds, result)``: the median of ``repeat`` runs of ``fn()`` and its last result."""
+    times, out = [], None
+    for _ in range(repeat):
+        out, seconds = timed(fn)
+        times.append(seconds)
+    return float(np.median(times)), out
+
+
+# ----------------------------------------------------------------------------- machine
+
+
 def floors(repeat: int = 5, file_bytes: int = 2**30, directory: str | None = None) -> dict:
     """The machine's rates measured now, each the best of ``repeat`` runs, with one and with
     two threads: float32 GEMM (FLOP/s), memory read bandwidth (bytes/s), reading a cached file
@@ -204,12 +253,7 @@ def gemm_rate(dtype=np.float32, n: int = 20000, k: int = 1600, m: int = 1600, re
     rng = np.random.default_rng(0)
     A = rng.standard_normal((n, k), dtype=np.float64).astype(dtype)
     B = rng.standard_normal((k, m), dtype=np.float64).astype(dtype)
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - t)
-    return 2.0 * n * k * m / best
+    return 2.0 * n * k * m / best_of(lambda: A @ B, repeat)[0]
 
 
 def kernel_tile_rate(d: int, threads: int = 1, rows: int = 256, cols: int = 1024,
@@ -245,12 +289,8 @@ def kernel_tile_rate(d: int, threads: int = 1, rows: int = 256, cols: int = 1024
 def read_bandwidth(n_bytes: int = 2 * 2**30, repeat: int = 3) -> float:
     """Measured memory read bandwidth (bytes/s) of a two-threaded dot over a large array."""
     x = np.ones(n_bytes // 4, dtype=np.float32)
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        x.reshape(-1, 4096) @ np.ones(4096, np.float32)
-        best = min(best, time.perf_counter() - t)
-    return n_bytes / best
+    return n_bytes / best_of(lambda: x.reshape(-1, 4096) @ np.ones(4096, np.float32),
+                             repeat)[0]
 
 
 def to_cluster(client, X: np.ndarray, rows: int):
@@ -263,6 +303,31 @@ def to_cluster(client, X: np.ndarray, rows: int):
     parts = [da.from_delayed(f, shape=b.shape, dtype=b.dtype)
              for f, b in zip(futures, blocks, strict=True)]
     return da.concatenate(parts, axis=0)
+
+
+def fit_map(X, landmarks: int, **kwargs):
+    """``(scaler, fmap)``: a StandardScaler fitted on ``X`` and a KMeansNystroem of
+    ``landmarks`` landmarks (``kwargs`` passed on) fitted on the scaled rows: the papers'
+    embedding, as ``daskauc embed`` builds it."""
+    from daskauc.data.scale import StandardScaler
+    from daskauc.embed.nystroem import KMeansNystroem
+
+    scaler = StandardScaler().fit(X)
+    return scaler, KMeansNystroem(landmarks, **kwargs).fit(scaler.transform(X))
+
+
+def embed_stores(train: str, test: str, train_out: str, test_out: str, landmarks: int,
+                 **kwargs):
+    """The papers' embedding of a train and a test dataset store: :func:`fit_map` on the
+    training rows (``kwargs`` passed on), then both embeddings written. Returns
+    ``(train embedding, test embedding, fmap, seconds)``, the seconds of the ``"map"`` (scaler
+    and landmarks) and of each write (``"train"``, ``"test"``)."""
+    from daskauc.data import open_dataset
+
+    (scaler, fmap), t_map = timed(fit_map, open_dataset(train).X, landmarks, **kwargs)
+    emb, t_train = timed(fmap.write_embedding, train, train_out, scaler=scaler, overwrite=True)
+    emb_te, t_test = timed(fmap.write_embedding, test, test_out, scaler=scaler, overwrite=True)
+    return emb, emb_te, fmap, {"map": t_map, "train": t_train, "test": t_test}
 
 
 class _Sampler:
@@ -365,16 +430,83 @@ class MemorySampler(_Sampler):
                 "peak_total_gib": self.peak_total / gib}
 
 
-def write_results(name: str, rows: list[dict] | dict, markdown: str, figure=None) -> None:
-    """``docs/benchmarks/<name>.json`` (results + machine), ``.md`` and, given a matplotlib
-    figure, ``.png``."""
-    os.makedirs(BENCH_DIR, exist_ok=True)
-    if figure is not None:
-        figure.savefig(os.path.join(BENCH_DIR, f"{name}.png"), dpi=120, bbox_inches="tight")
-    with open(os.path.join(BENCH_DIR, f"{name}.json"), "w") as f:
-        json.dump({"machine": machine_info(), "results": rows}, f, indent=2, default=float)
-    with open(os.path.join(BENCH_DIR, f"{name}.md"), "w") as f:
+# ----------------------------------------------------------------------------- options
+
+
+class Parser(argparse.ArgumentParser):
+    """The command line of a benchmark: the options every benchmark has, then its own.
+
+    ``--out DIR`` where the results are written (``out``: docs/benchmarks unless the pages
+    live elsewhere); ``--quick`` a small smoke configuration, given as ``quick``: a dict of
+    option values that ``--quick`` sets where the command line leaves them at their
+    defaults, or a sentence when the benchmark reads ``args.quick`` itself (``None``: the
+    benchmark has no smaller configuration); ``--seed`` the seed of the benchmark's random
+    draws (``seed`` its default; ``None``: its random draws are fixed, for example by the
+    caches it shares with earlier runs). The description is the first paragraph of
+    ``doc``.
+    """
+
+    def __init__(self, doc: str, *, out: str = BENCH_DIR, quick: dict | str | None = None,
+                 seed: int | None = 0, **kwargs):
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None:  # run as python -m benchmarks.NAME
+            kwargs.setdefault("prog", f"python -m {spec.name}")
+        first = doc.strip().split("\n\n")[0]  # the docstring's first paragraph
+        super().__init__(description=" ".join(first.split()), **kwargs)
+        self.add_argument("--out", default=out, metavar="DIR",
+                          help=f"where the results are written (default: "
+                               f"{os.path.relpath(out, ROOT)})")
+        self.quick = quick if isinstance(quick, dict) else {}
+        if quick is not None:
+            said = quick if isinstance(quick, str) else " ".join(
+                f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+                for k, v in quick.items())
+            self.add_argument("--quick", action="store_true",
+                              help=f"a small smoke configuration: {said}")
+        if seed is not None:
+            self.add_argument("--seed", type=int, default=seed,
+                              help=f"seed of the random draws (default: {seed})")
+
+    def parse_args(self, args=None, namespace=None):
+        out = super().parse_args(args, namespace)
+        if getattr(out, "quick", False):
+            for name, value in self.quick.items():
+                if getattr(out, name) == self.get_default(name):
+                    setattr(out, name, value)
+        return out
+
+
+def command(module: str, argv: list[str] | None = None) -> str:
+    """The command line that reruns ``module`` (``__spec__.name`` of a benchmark)."""
+    return " ".join(["python -m", module, *(sys.argv[1:] if argv is None else argv)])
+
+
+# ----------------------------------------------------------------------------- writers
+
+
+def write_json(out: str, name: str, obj, indent: int = 2) -> None:
+    """``<out>/<name>.json`` (floats as floats, numpy scalars included)."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(obj, f, indent=indent, default=float)
+
+
+def write_markdown(out: str, name: str, markdown: str) -> None:
+    """``<out>/<name>.md``, ending in one newline."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
         f.write(markdown.rstrip() + "\n")
+
+
+def write_results(name: str, rows: list[dict] | dict, markdown: str, figure=None, *,
+                  out: str = BENCH_DIR) -> None:
+    """``<out>/<name>.json`` (results + machine), ``.md`` and, given a matplotlib figure,
+    ``.png``."""
+    os.makedirs(out, exist_ok=True)
+    if figure is not None:
+        figure.savefig(os.path.join(out, f"{name}.png"), dpi=120, bbox_inches="tight")
+    write_json(out, name, {"machine": machine_info(), "results": rows})
+    write_markdown(out, name, markdown)
     print(markdown)
 
 
@@ -388,3 +520,9 @@ def md_table(rows: list[dict], columns: list[str] | None = None) -> str:
             cells.append(f"{v:.4g}" if isinstance(v, float) else str(v))
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def rounded(rows: list[dict], digits: int, drop=()) -> list[dict]:
+    """``rows`` with floats rounded to ``digits`` and the keys in ``drop`` left out."""
+    return [{k: (round(v, digits) if isinstance(v, float) else v) for k, v in r.items()
+             if k not in drop} for r in rows]

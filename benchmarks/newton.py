@@ -21,38 +21,32 @@ embedding store given with ``--embedding``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 import uuid
 
 import numpy as np
 
+from benchmarks._harness import (
+    Parser,
+    command,
+    machine_info,
+    median_of,
+    read_svmlight,
+    write_json,
+    write_markdown,
+)
+
 DEFAULT_RUN = "persisted exact cg_tol=0.1 (defaults)"
 IN_PROCESS_RUN = "in-process threaded (numpy X), defaults"
 
 
 def _median_time(f, repeat=5):
-    f()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
-def _blas_info():
-    from threadpoolctl import threadpool_info
-
-    return [{k: v for k, v in d.items() if k in ("internal_api", "num_threads", "version",
-                                                  "architecture", "user_api")}
-            for d in threadpool_info()]
+    f()  # warm up
+    return median_of(f, repeat)[0]
 
 
 def _synthetic(n, r, seed=0):
@@ -200,17 +194,15 @@ def _lbfgs(X, y, C, tol, max_seconds):
 
 
 def _ijcnn1(Cs):
-    from sklearn.datasets import load_svmlight_file
     from sklearn.metrics import roc_auc_score
     from sklearn.preprocessing import StandardScaler
 
     from daskauc.estimators.ranksvm import RankSVM, cv_select_C
 
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "ijcnn1")
-    Xtr, ytr = load_svmlight_file(os.path.join(root, "ijcnn1.trn.bz2"), n_features=22)
-    Xte, yte = load_svmlight_file(os.path.join(root, "ijcnn1.tst.bz2"), n_features=22)
-    scaler = StandardScaler().fit(Xtr.toarray())
-    Xtr, Xte = scaler.transform(Xtr.toarray()), scaler.transform(Xte.toarray())
+    Xtr, ytr = read_svmlight("ijcnn1/ijcnn1.trn.bz2", 22)
+    Xte, yte = read_svmlight("ijcnn1/ijcnn1.tst.bz2", 22)
+    scaler = StandardScaler().fit(Xtr)
+    Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
     out = {"n_train": int(Xtr.shape[0]), "n_test": int(Xte.shape[0])}
     t0 = time.perf_counter()
     m = RankSVM(C=1.0).fit(Xtr, ytr)
@@ -305,8 +297,7 @@ def _markdown(res) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="50,000 x 200 random float32")
+    ap = Parser(__doc__, quick="50,000 x 200 random float32")
     ap.add_argument("--embedding", help="a daskauc embedding (or dataset) store to train on")
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--r", type=int, default=None)
@@ -319,8 +310,6 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ijcnn1", action="store_true", help="also the ijcnn1 sanity run")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
-                                                  "benchmarks"))
     args = ap.parse_args(argv)
 
     import dask
@@ -343,7 +332,7 @@ def main(argv=None):
         else:
             n = args.n or (50_000 if args.quick else 464_809)
             r = args.r or (200 if args.quick else 1600)
-            X, y = _synthetic(n, r)
+            X, y = _synthetic(n, r, args.seed)
             data = f"random float32 {n} x {r}, {int((y > 0).sum())} positives"
             rows = args.chunk_rows or _config.chunk_rows_for(r, 4, n)
             zpath = os.path.join(tmp, "X.zarr")
@@ -352,12 +341,13 @@ def main(argv=None):
             z[:] = X
             Xs = da.from_zarr(zpath)
         print(data, flush=True)
-        print("BLAS:", _blas_info(), flush=True)
+        blas = machine_info()["blas"]
+        print("BLAS:", blas, flush=True)
         res = {"mode": "quick" if args.quick else "full", "data": data,
-               "command": "python " + " ".join([os.path.relpath(__file__)] + sys.argv[1:]),
+               "command": command("benchmarks.newton", argv),
                "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                            "workers": args.workers, "python": platform.python_version(),
-                           "blas": _blas_info()},
+                           "blas": blas},
                "C": args.C, "tol": args.tol}
         res["floors"] = _floors(X)
         print("floors", res["floors"], flush=True)
@@ -424,12 +414,8 @@ def main(argv=None):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    os.makedirs(args.out, exist_ok=True)
-    stem = "newton"
-    with open(os.path.join(args.out, stem + ".json"), "w") as fh:
-        json.dump(res, fh, indent=1, default=float)
-    with open(os.path.join(args.out, stem + ".md"), "w") as fh:
-        fh.write(_markdown(res))
+    write_json(args.out, "newton", res, indent=1)
+    write_markdown(args.out, "newton", _markdown(res))
     print(_markdown(res))
 
 

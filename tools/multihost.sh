@@ -4,10 +4,10 @@
 # directory holds the Zarr stores; the daskauc CLI runs end to end (ingest, embed, fit,
 # evaluate) from the host namespace against --scheduler tcp://<scheduler address>:8786.
 #
-#   sudo env "PATH=$PATH" scripts/multihost.sh                 # ijcnn1 from ../shared/data
-#   sudo scripts/multihost.sh --venv /work/main/.venv          # the same, naming the env
-#   sudo scripts/multihost.sh --dataset spambase --methods nsauc   # the shipped data, ~25 s
-#   sudo scripts/multihost.sh --cleanup        # remove what a run killed with -9 left behind
+#   sudo env "PATH=$PATH" tools/multihost.sh                 # ijcnn1 from ../shared/data
+#   sudo tools/multihost.sh --venv /work/main/.venv          # the same, naming the env
+#   sudo tools/multihost.sh --dataset spambase --methods nsauc   # the shipped data, ~25 s
+#   sudo tools/multihost.sh --cleanup        # remove what a run killed with -9 left behind
 #
 # Executables: dask and daskauc come from one Python environment: --venv DIR, else the active
 # virtualenv ($VIRTUAL_ENV), else the directory of `daskauc` on PATH (sudo resets PATH and

@@ -21,13 +21,13 @@ Measures, in one process and against floors measured in the same process:
 
 Writes docs/benchmarks/embed.{json,md}. Usage::
 
-    python scripts/bench_embed.py --quick            # 50k training rows, 400 landmarks
-    python scripts/bench_embed.py                    # full covtype train (464,810 rows), 1600
-    python scripts/bench_embed.py --kmeans-only      # only the k-means comparison (merged
+    python -m benchmarks.embed --quick            # 50k training rows, 400 landmarks
+    python -m benchmarks.embed                    # full covtype train (464,810 rows), 1600
+    python -m benchmarks.embed --kmeans-only      # only the k-means comparison (merged
                                                      # into the existing embed.json / .md)
-    python scripts/bench_embed.py --rows 200000 --landmarks 800 --store-dir /fast/disk
+    python -m benchmarks.embed --rows 200000 --landmarks 800 --store-dir /fast/disk
 
-Data: ``_common.load_dataset("covtype")`` (stratified 80/20 split, seed 0, training rows
+Data: ``_harness.load_dataset("covtype")`` (stratified 80/20 split, seed 0, training rows
 shuffled), standardized on the training rows, float32.
 """
 
@@ -43,15 +43,18 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import BENCH_DIR as OUT  # noqa: E402
-from _common import gemm_rate, load_dataset, machine_info, md_table  # noqa: E402
-
-
-def timed(fn, *args, **kwargs):
-    t = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t
+from benchmarks._harness import (
+    ROOT,
+    Parser,
+    best_of,
+    gemm_rate,
+    load_dataset,
+    machine_info,
+    md_table,
+    timed,
+    write_json,
+    write_markdown,
+)
 
 
 def gemm_rate_parallel(dtype=np.float32, n=10000, k=1600, m=1600, repeat=3) -> float:
@@ -63,12 +66,8 @@ def gemm_rate_parallel(dtype=np.float32, n=10000, k=1600, m=1600, repeat=3) -> f
     rng = np.random.default_rng(1)
     A = [rng.standard_normal((n, k)).astype(dtype) for _ in range(2)]
     B = rng.standard_normal((k, m)).astype(dtype)
-    best = np.inf
     with _config.blas_limit(1), ThreadPoolExecutor(2) as pool:
-        for _ in range(repeat):
-            t = time.perf_counter()
-            list(pool.map(lambda a: a @ B, A))
-            best = min(best, time.perf_counter() - t)
+        best, _ = best_of(lambda: list(pool.map(lambda a: a @ B, A)), repeat)
     return 2 * 2.0 * n * k * m / best
 
 
@@ -199,8 +198,9 @@ def kmeans_comparison(train_store: str, Xtr: np.ndarray, v: int, *, batch_size: 
             spec = {"lib": lib, "kw": kw, "k": v, "seed": r, "npy": npy, "store": train_store,
                     "out": out}
             load = wait_for_load(wait_load, max_wait)
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--kmeans-worker",
-                                   json.dumps(spec)], capture_output=True, text=True, check=True)
+            proc = subprocess.run([sys.executable, "-m", "benchmarks.embed", "--kmeans-worker",
+                                   json.dumps(spec)], capture_output=True, text=True, check=True,
+                                  cwd=ROOT)
             done = json.loads(proc.stdout.strip().splitlines()[-1])
             total, bulk = inertia_and_bulk(Xtr, np.load(out))
             rec = runs[name]
@@ -254,8 +254,7 @@ def codec_sample(Z: np.ndarray, store_dir: str) -> list[dict]:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="50k training rows, 400 landmarks")
+    ap = Parser(__doc__, quick="50k training rows, 400 landmarks", seed=None)
     ap.add_argument("--rows", type=int, default=None, help="training rows (default: all)")
     ap.add_argument("--landmarks", type=int, default=None, help="landmarks (default 1600)")
     ap.add_argument("--store-dir", default=None, help="where Zarr stores go (default: a tmp dir)")
@@ -319,15 +318,12 @@ def main(argv=None):
     res["kmeans"]["machine"] = machine_info()
     print(markdown_kmeans(res["kmeans"]))
     if args.kmeans_only:
-        path = os.path.join(OUT, "embed.json")
+        path = os.path.join(args.out, "embed.json")
         if os.path.exists(path):  # keep the other sections of the last full run
             with open(path) as f:
                 res = {**json.load(f), "kmeans": res["kmeans"]}
-        os.makedirs(OUT, exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(res, f, indent=2, default=float)
-        with open(os.path.join(OUT, "embed.md"), "w") as f:
-            f.write(markdown(res))
+        write_json(args.out, "embed", res)
+        write_markdown(args.out, "embed", markdown(res))
         if args.store_dir is None:
             shutil.rmtree(store_dir, ignore_errors=True)
         return
@@ -426,11 +422,8 @@ def main(argv=None):
     print(json.dumps(res["quality"], indent=1))
 
     res["machine"] = machine_info()
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "embed.json"), "w") as f:
-        json.dump(res, f, indent=2, default=float)
-    with open(os.path.join(OUT, "embed.md"), "w") as f:
-        f.write(markdown(res))
+    write_json(args.out, "embed", res)
+    write_markdown(args.out, "embed", markdown(res))
     if args.store_dir is None:
         shutil.rmtree(store_dir, ignore_errors=True)
     print(markdown(res))
@@ -489,7 +482,7 @@ def markdown_kmeans(km: dict) -> str:
     return "\n".join([
         "## k-means landmarks: daskauc vs scikit-learn",
         "",
-        f"`python scripts/bench_embed.py --kmeans-only` — {km['n']} x {km['d']} standardized "
+        f"`python -m benchmarks.embed --kmeans-only` — {km['n']} x {km['d']} standardized "
         f"float32 training rows, k = {km['k']}; best and median of {km['repeats']} rounds "
         f"(random_state 0-{km['repeats'] - 1}, every configuration once per round, each in a "
         f"fresh process started once the 1-minute load average was below {km['wait_load']} "
@@ -516,7 +509,7 @@ def markdown_embedding(res: dict) -> str:
     lines = [
         "## Nystroem map, Zarr write, NSAUC",
         "",
-        f"`python scripts/bench_embed.py{' --quick' if p['quick'] else ''}` — "
+        f"`python -m benchmarks.embed{' --quick' if p['quick'] else ''}` — "
         f"{res['data']['n_train']} x {res['data']['d']} training rows, {p['landmarks']} "
         f"landmarks, batch {p['batch_size']}, {p['epochs']} epochs; "
         f"{res['machine']['cpus']} CPUs, BLAS: {_blas(res['machine'])}; "

@@ -7,7 +7,7 @@ embedding of covtype (2.98 GB) to Zarr, then runs one NSAUC epoch, the PRSVM+ Ne
 streaming that store. Worker memory is sampled every 0.25 s; worker restarts are detected by
 comparing worker process ids before and after.
 
-    python scripts/out_of_core.py [--memory-limit 1GiB] [--landmarks 1600] [--workdir DIR]
+    python -m benchmarks.out_of_core [--memory-limit 1GiB] [--landmarks 1600] [--workdir DIR]
                                   [--reuse] [--C 1.0] [--newton-max-iter 50]
 
 ``--reuse`` keeps complete embedding stores already in ``--workdir`` (the embedding step is
@@ -18,22 +18,21 @@ Writes docs/benchmarks/out_of_core.{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 import tempfile
-import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED_DATA, machine_info, md_table, write_results  # noqa: E402
-
-
-def _rss():
-    import psutil
-
-    return psutil.Process().memory_info().rss
+from benchmarks._harness import (
+    SHARED_DATA,
+    Parser,
+    WorkerMemory,
+    embed_stores,
+    machine_info,
+    md_table,
+    write_results,
+)
 
 
 def _complete(path) -> bool:
@@ -47,12 +46,11 @@ def _complete(path) -> bool:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(__doc__)  # no --quick: a smaller embedding would fit in memory
     ap.add_argument("--memory-limit", default="1GiB")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--landmarks", type=int, default=1600)
     ap.add_argument("--workdir", default=None)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reuse", action="store_true", help="keep embeddings found in --workdir")
     ap.add_argument("--C", type=float, default=1.0, help="RankSVM's C for the Newton solve")
     ap.add_argument("--newton-max-iter", type=int, default=50)
@@ -63,8 +61,7 @@ def main(argv=None) -> None:
     from dask.utils import parse_bytes
     from distributed import Client, LocalCluster
 
-    from daskauc.data import StandardScaler, ingest, open_dataset, split_store
-    from daskauc.embed.nystroem import KMeansNystroem
+    from daskauc.data import ingest, open_dataset, split_store
     from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
     from daskauc.estimators.ranksvm import RankSVM
     from daskauc.metrics import roc_auc
@@ -78,22 +75,7 @@ def main(argv=None) -> None:
                            memory_limit=args.memory_limit, dashboard_address=":0")
     client = Client(cluster)
     print("dashboard:", client.dashboard_link, flush=True)
-    pids_before = client.run(os.getpid)
-    peaks = {w: 0 for w in pids_before}
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            try:
-                for w, rss in client.run(_rss).items():
-                    peaks[w] = max(peaks.get(w, 0), rss)
-            except Exception:  # a worker may be busy or restarting; keep sampling
-                pass
-            time.sleep(0.25)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    with WorkerMemory(client, interval=0.25) as mem:  # each worker's peak, and restarts
         tic = time.perf_counter()
         if not os.path.exists(p("train.zarr")):
             ingest(os.path.join(SHARED_DATA, "covtype", "covtype.libsvm.binary.xz"),
@@ -102,25 +84,17 @@ def main(argv=None) -> None:
             split_store(p("covtype.zarr"), p("train.zarr"), p("test.zarr"), test_size=0.2,
                         random_state=args.seed, overwrite=True)
         times["ingest+split"] = time.perf_counter() - tic
-        train = open_dataset(p("train.zarr"))
 
         reuse = args.reuse and all(_complete(p(s)) for s in ("train-emb.zarr", "test-emb.zarr"))
         if reuse:
             emb, emb_te = open_dataset(p("train-emb.zarr")), open_dataset(p("test-emb.zarr"))
         else:
-            tic = time.perf_counter()
-            scaler = StandardScaler().fit(train.X)
-            fmap = KMeansNystroem(n_components=args.landmarks, random_state=args.seed)
-            fmap.fit(scaler.transform(train.X))
-            times["scale+kmeans"] = time.perf_counter() - tic
-            tic = time.perf_counter()
-            emb = fmap.write_embedding(p("train.zarr"), p("train-emb.zarr"), scaler=scaler,
-                                       overwrite=True)
-            times["embed+write train"] = time.perf_counter() - tic
-            tic = time.perf_counter()
-            emb_te = fmap.write_embedding(p("test.zarr"), p("test-emb.zarr"), scaler=scaler,
-                                          overwrite=True)
-            times["embed+write test"] = time.perf_counter() - tic
+            emb, emb_te, _, secs = embed_stores(p("train.zarr"), p("test.zarr"),
+                                                p("train-emb.zarr"), p("test-emb.zarr"),
+                                                args.landmarks, random_state=args.seed)
+            times["scale+kmeans"] = secs["map"]
+            times["embed+write train"] = secs["train"]
+            times["embed+write test"] = secs["test"]
         emb_bytes = emb.X.nbytes
 
         tic = time.perf_counter()
@@ -140,18 +114,13 @@ def main(argv=None) -> None:
                   "converged": bool(svm.converged_),
                   "rel_grad_norm": svm.history_[-1]["rel_grad_norm"],
                   "test_auc": float(roc_auc(emb_te.y, svm.decision_function(emb_te.X)))}
-    finally:
-        stop.set()
-        sampler.join()
-    pids_after = client.run(os.getpid)
-    restarted = sorted(set(pids_before.items()) ^ set(pids_after.items()))
     limit = parse_bytes(args.memory_limit)
     rows = [{"worker": w, "peak_rss_mib": round(v / 2**20), "limit_mib": round(limit / 2**20),
-             "peak/limit": round(v / limit, 2)} for w, v in peaks.items()]
+             "peak/limit": round(v / limit, 2)} for w, v in sorted(mem.peak.items())]
     summary = {
         "embedding_gb": round(emb_bytes / 1e9, 2),
         "cluster_memory_gb": round(limit * args.workers / 1e9, 2),
-        "workers_restarted": len(restarted) // 2,
+        "workers_restarted": len(mem.restarted),
         "test_auc_after_1_epoch": auc,
         "newton": newton,
         "embedding_reused": reuse,
@@ -163,7 +132,7 @@ def main(argv=None) -> None:
           f"LocalCluster {args.workers} workers x {args.memory_limit}, 1 thread each "
           f"({summary['cluster_memory_gb']} GB in all) against a "
           f"{summary['embedding_gb']} GB float32 embedding (covtype 80% train, "
-          f"{args.landmarks} landmarks). Command: `python scripts/out_of_core.py`", "",
+          f"{args.landmarks} landmarks). Command: `python -m benchmarks.out_of_core`", "",
           md_table(rows), "",
           f"- workers restarted or killed: {summary['workers_restarted']}",
           f"- NSAUC test AUC after one streamed epoch: {auc:.4f}",
@@ -176,10 +145,10 @@ def main(argv=None) -> None:
           f"- embedding chunks: {summary['chunk_rows']} rows "
           f"({summary['chunk_rows'] * args.landmarks * 4 / 2**20:.0f} MiB)", "",
           md_table([summary["times_s"]])]
-    write_results("out_of_core", summary | {"workers": rows}, "\n".join(md))
+    write_results("out_of_core", summary | {"workers": rows}, "\n".join(md), out=args.out)
     client.close()
     cluster.close()
-    if restarted:
+    if mem.restarted:
         sys.exit("a worker was restarted")
 
 

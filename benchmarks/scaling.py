@@ -12,17 +12,16 @@ cluster's memory, as the coiled benchmarks do.
 
 Steps (each appends to ``bench-data/scaling/results.json``, so a long run can be resumed)::
 
-    python scripts/scaling.py weak       # 0.5M 1M 2M 4M 8M rows on 2 workers x 1.75 GiB
-    python scripts/scaling.py strong     # 1M rows: 1 worker, 2 workers, 1 worker x 2 threads
-    python scripts/scaling.py baselines  # scikit-learn, xgboost and xgboost.dask, same data
-    python scripts/scaling.py report     # cost model, tables and plots -> docs/benchmarks/
+    python -m benchmarks.scaling weak       # 0.5M 1M 2M 4M 8M rows on 2 workers x 1.75 GiB
+    python -m benchmarks.scaling strong     # 1M rows: 1 worker, 2 workers, 1 worker x 2 threads
+    python -m benchmarks.scaling baselines  # scikit-learn, xgboost and xgboost.dask, same data
+    python -m benchmarks.scaling report     # cost model, tables and plots -> docs/benchmarks/
 
 Run it alone on the machine: it measures time.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -31,9 +30,16 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _synthetic  # noqa: E402
-from _common import CACHE_DIR, WorkerMemory, floors, md_table  # noqa: E402
+from benchmarks import _synthetic
+from benchmarks._harness import (
+    CACHE_DIR,
+    Parser,
+    WorkerMemory,
+    floors,
+    md_table,
+    rounded,
+    write_results,
+)
 
 OUT = os.path.join(CACHE_DIR, "scaling")
 RESULTS = os.path.join(OUT, "results.json")
@@ -382,7 +388,6 @@ def report(args) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from _common import write_results
 
     res = _load()
     runs = res["runs"]
@@ -390,8 +395,8 @@ def report(args) -> None:
     strong_runs = [r for r in runs if r["label"].startswith("strong")]
     model = fit_cost_model(runs)
     lines = ["# Scaling: weak in rows, strong in workers, a cost model, and the baselines", "",
-             "`python scripts/scaling.py weak|strong|baselines|report` (scripts/scaling.py; "
-             "data: scripts/_synthetic.py, covtype-like, 54 integer features, 10% positives, "
+             "`python -m benchmarks.scaling weak|strong|baselines|report` (benchmarks/scaling.py; "
+             "data: benchmarks/_synthetic.py, covtype-like, 54 integer features, 10% positives, "
              f"a nonlinear boundary). {LANDMARKS} k-means landmarks; NSAUC one chain per "
              "worker thread, streamed; Newton `persist=\"auto\"`. LocalCluster worker "
              "processes on this machine (2 cores); memory is each worker's peak resident "
@@ -493,9 +498,8 @@ def report(args) -> None:
         lines += ["### Predictions", "", md_table(preds), ""]
     if res["baselines"]:
         lines += ["## Single-machine baselines (same data, same 200,000 test rows)", "",
-                  md_table([{k: (round(v, 4) if isinstance(v, float) else v)
-                             for k, v in b.items() if k != "load_average"}
-                            for b in sorted(res["baselines"], key=lambda b: b["n"])],
+                  md_table(rounded(sorted(res["baselines"], key=lambda b: b["n"]), 4,
+                                   drop=("load_average",)),
                            ["method", "n", "seconds", "test_auc", "error"]), ""]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     for s in STAGES:
@@ -529,11 +533,12 @@ def report(args) -> None:
     fig.tight_layout()
     write_results("scaling", {"runs": runs, "baselines": res["baselines"],
                               "floors": res["floors"], "cost_model": model},
-                  "\n".join(lines), figure=fig)
+                  "\n".join(lines), figure=fig, out=args.out)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # no --quick and no --seed: every run appends to one results.json that the report reads
+    ap = Parser(__doc__, seed=None)
     ap.add_argument("step", choices=("weak", "strong", "baselines", "report"))
     ap.add_argument("--sizes", type=lambda s: [int(float(x)) for x in s.split(",")],
                     default=list(SIZES))

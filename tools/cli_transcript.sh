@@ -3,7 +3,7 @@
 # bars are drawn as on a terminal: `daskauc demo`, then ijcnn1 (ingest, embed, fit with a
 # history plot, evaluate with a ROC plot). Writes docs/benchmarks/cli_transcript.{md,txt}
 # (the terminal's final text, bars as last drawn) and the two figures beside them.
-#   scripts/cli_transcript.sh [DATA_DIR]     (default ../shared/data)
+#   tools/cli_transcript.sh [DATA_DIR]     (default ../shared/data)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DATA="${1:-$ROOT/../shared/data}"
@@ -55,7 +55,7 @@ PY
 {
   echo "# The command line, as a user sees it"
   echo
-  echo "\`scripts/cli_transcript.sh\`: a terminal session recorded with \`script\` (progress bars"
+  echo "\`tools/cli_transcript.sh\`: a terminal session recorded with \`script\` (progress bars"
   echo "drawn on a terminal; below, each bar as it was last drawn), on $(nproc) cores, load"
   echo "average $(cut -d' ' -f1-3 /proc/loadavg) at the end. Figures: [history](cli_history.png), [ROC](cli_roc.png)."
   echo

@@ -8,30 +8,28 @@ For each dataset (the harness's protocol: shipped splits, else stratified 80/20 
 * NBAUC's cross-validated test AUC from docs/reproduction.md where the reproduction has it
   (1,600 k-means landmarks, gamma = 1/b, C by 3-fold CV).
 
-    python scripts/kernel_defaults.py [--datasets spambase,ijcnn1] [--force] [--report]
-    python scripts/kernel_defaults.py --datasets german --variants splits   # ten more splits
+    python -m benchmarks.kernel_defaults [--datasets spambase,ijcnn1] [--force] [--report]
+    python -m benchmarks.kernel_defaults --datasets german --variants splits   # ten more splits
 
 Rows are cached in bench-data/kernel_defaults/; writes docs/benchmarks/kernel_defaults.{json,md}.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
+from benchmarks._harness import (
     CACHE_DIR,
     DATASETS,
+    Parser,
     load_dataset,
     machine_info,
     md_table,
-    write_results,  # noqa: E402
+    write_results,
 )
 
 OUT = os.path.join(CACHE_DIR, "kernel_defaults")
@@ -94,7 +92,7 @@ def cached(name, variant, force):
     return row
 
 
-def report():
+def report(out: str):
     rows = []
     for name in DATASETS:
         d = {v: None for v in ("default", "rule")}
@@ -133,7 +131,7 @@ def report():
                                                       f"{int((diff < 0).sum())}"})
     mi = machine_info()
     md = ["# KernelAUC with default arguments on every shared dataset", "",
-          "Command: `python scripts/kernel_defaults.py` (cached per dataset; `--force`). "
+          "Command: `python -m benchmarks.kernel_defaults` (cached per dataset; `--force`). "
           "`defaults`: `KernelAUC()` (4,096 uniform centres or every row, gamma and lam chosen "
           "by 3-fold validation AUC on a 20,000-row stratified subsample with at most 2,048 "
           "centres, then the width walked at 4,096 centres where the model has at least twice "
@@ -149,11 +147,12 @@ def report():
                "Where one test split is small, the defaults and the rule refitted on ten other "
                "stratified 80/20 splits of all the rows (seeds 1-10; `--variants splits`); the "
                "difference is a mean +- its standard error.", "", md_table(splits)]
-    write_results("kernel_defaults", {"rows": rows, "splits": splits}, "\n".join(md))
+    write_results("kernel_defaults", {"rows": rows, "splits": splits}, "\n".join(md), out=out)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    # no --seed: the rows cached in bench-data/kernel_defaults/ are random_state 0's
+    ap = Parser(__doc__, quick={"datasets": "breast-cancer,fourclass"}, seed=None)
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--variants", default="default,rule")
     ap.add_argument("--force", action="store_true")
@@ -170,7 +169,7 @@ def main(argv=None):
                 print(f"{name:14s} {variant:8s} AUC {row['test_auc']:.4f} "
                       f"({row['fit_seconds']:.0f} s, gamma {row['gamma_multiplier']}/b, "
                       f"lam {row['lam']:.2g}, {row['route']})", flush=True)
-    report()
+    report(args.out)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,12 @@
 Writes the embedding with and without the per-chunk CRC32C checksums (``_config.CHECKSUMS``),
 alternating, and measures the write, the open (listing every chunk file against the commit's
 record) and a full read pass (Zarr verifying every checksum, daskauc checking every chunk's
-presence on the worker that reads it). Run alone: ``python scripts/bench_integrity.py``
+presence on the worker that reads it). Run alone: ``python -m benchmarks.integrity``
 (LocalCluster 2 workers x 1 thread; about 5 minutes). Writes docs/benchmarks/integrity.*.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -17,14 +16,13 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import CACHE_DIR, load_dataset, md_table, write_results  # noqa: E402
+from benchmarks._harness import CACHE_DIR, Parser, fit_map, load_dataset, md_table, write_results
 
 OUT = os.path.join(CACHE_DIR, "integrity")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(__doc__, quick={"landmarks": 200, "repeat": 1})
     ap.add_argument("--landmarks", type=int, default=1600)
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args(argv)
@@ -34,8 +32,6 @@ def main(argv=None) -> int:
     from daskauc import _config
     from daskauc._store import open_store
     from daskauc.data import ingest_array, open_dataset
-    from daskauc.data.scale import StandardScaler
-    from daskauc.embed.nystroem import KMeansNystroem
 
     os.makedirs(OUT, exist_ok=True)
     Xtr, ytr, _, _, _ = load_dataset("covtype")
@@ -43,10 +39,8 @@ def main(argv=None) -> int:
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="8GiB",
                       dashboard_address=None) as cluster, Client(cluster) as client:
         ingest_array(Xtr.astype(np.float32), ytr, src, overwrite=True)
-        ds = open_dataset(src)
-        scaler = StandardScaler().fit(ds.X)
-        fmap = KMeansNystroem(args.landmarks, landmarks="random", random_state=0)
-        fmap.fit(scaler.transform(ds.X))
+        scaler, fmap = fit_map(open_dataset(src).X, args.landmarks, landmarks="random",
+                               random_state=args.seed)
         rows = []
         for rep in range(args.repeat):
             for checksums in (True, False):
@@ -90,7 +84,7 @@ def main(argv=None) -> int:
         f"{gb:.2f} GB of float32 in {rows[0]['chunks']} chunk files (X and y), uncompressed. "
         "LocalCluster 2 workers x 1 thread; best of "
         f"{args.repeat} alternating runs each; nothing else ran on the machine. "
-        "Command: `python scripts/bench_integrity.py`.", "",
+        "Command: `python -m benchmarks.integrity`.", "",
         md_table([{"checksums": "CRC32C per chunk" if c else "none", **best[c]}
                   for c in (True, False)],
                  ["checksums", "write_s", "open_verified_s", "open_unverified_s",
@@ -104,7 +98,7 @@ def main(argv=None) -> int:
         "All runs:", "", md_table(rows), "",
     ]
     write_results("integrity", {"runs": rows, "best": {str(k): v for k, v in best.items()},
-                                "summary": summary}, "\n".join(md))
+                                "summary": summary}, "\n".join(md), out=args.out)
     return 0
 
 

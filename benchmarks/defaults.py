@@ -13,21 +13,19 @@ a9a's order is the file's as well), scored by the exact test AUC:
 * spambase, Khalid et al. Table 2 (stratified 80 / 20 split, standardized features):
   linear RankSVM 0.9747.
 
-``python scripts/defaults.py [--only NSAUC,...] [--seeds 3]`` writes docs/benchmarks/
+``python -m benchmarks.defaults [--only NSAUC,...] [--seeds 3]`` writes docs/benchmarks/
 defaults.{json,md}. Run it alone on the machine: it reports fit times.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import load_dataset, md_table, write_results  # noqa: E402
+from benchmarks._harness import Parser, load_dataset, md_table, write_results
 
 
 def _estimator(method: str, seed: int):
@@ -63,7 +61,7 @@ def _features(kind: str, Xtr, Xte):
     return scaler.transform(Xtr), scaler.transform(Xte)
 
 
-def run(method: str, seeds: int) -> dict:
+def run(method: str, seeds: int, first: int = 0) -> dict:
     from daskauc import roc_auc
 
     dataset, kind, paper, source = CASES[method]
@@ -71,7 +69,7 @@ def run(method: str, seeds: int) -> dict:
     Xtr, Xte = _features(kind, Xtr, Xte)
     aucs, times, params = [], [], None
     stochastic = method != "RankSVM"
-    for seed in range(seeds if stochastic else 1):
+    for seed in range(first, first + (seeds if stochastic else 1)):
         est = _estimator(method, seed)
         t = time.perf_counter()
         est.fit(Xtr, ytr)
@@ -130,22 +128,22 @@ def reasons() -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(__doc__, quick={"only": "RankSVM", "seeds": 1, "no_reasons": True})
     ap.add_argument("--only", default=",".join(CASES),
                     help="comma-separated methods (default: all)")
     ap.add_argument("--seeds", type=int, default=3,
-                    help="random_state 0..seeds-1 for the stochastic methods")
+                    help="random_state seed..seed+seeds-1 for the stochastic methods")
     ap.add_argument("--no-reasons", action="store_true",
                     help="skip the measurements behind the rows short of the paper")
     args = ap.parse_args(argv)
-    rows = [run(m, args.seeds) for m in args.only.split(",")]
+    rows = [run(m, args.seeds, args.seed) for m in args.only.split(",")]
     table = [{"dataset": r["dataset"], "method": r["method"],
               "our AUC (mean of seeds)": round(r["auc_mean"], 4),
               "min": round(r["auc_min"], 4), "paper": r["paper"],
               "reached": "yes" if r["reaches_paper"] else "no",
               "fit s (median)": round(r["fit_s_median"], 2)} for r in rows]
     md = ["# Default arguments against the papers", "",
-          "`python scripts/defaults.py`: each estimator with its default arguments (only "
+          "`python -m benchmarks.defaults`: each estimator with its default arguments (only "
           f"`random_state` set, {args.seeds} seeds for the stochastic ones), fitted on the "
           "training rows in the file's order (ijcnn1 is ordered in time, spambase by class), "
           "exact test AUC. Protocols: ijcnn1 official split, raw features (the presets "
@@ -156,7 +154,7 @@ def main(argv=None) -> int:
         md.append(f"- {r['method']}: {r['data']}; defaults {r['defaults']}")
     if not args.no_reasons:
         md += ["", "## Where the paper's figure is not reached", "", *reasons()]
-    write_results("defaults", rows, "\n".join(md))
+    write_results("defaults", rows, "\n".join(md), out=args.out)
     return 0
 
 

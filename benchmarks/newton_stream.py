@@ -1,7 +1,7 @@
 """NBAUC's Newton solve out of core: persisted, half cached, fully streamed.
 
 covtype's 1,600-landmark embedding (464,810 x 1,593 float32, 2.96 GB; the store of
-``scripts/bench_chains.py``), C = 1e-3, tol = 1e-3 (docs/benchmarks/newton.md's setting), on a
+``benchmarks/chains.py``), C = 1e-3, tol = 1e-3 (docs/benchmarks/newton.md's setting), on a
 LocalCluster of 2 workers x 1 thread:
 
 * persisted: ``persist=True`` (the whole embedding in the workers' memory);
@@ -12,7 +12,7 @@ LocalCluster of 2 workers x 1 thread:
 Each run reports its time, Newton steps, Hessian products, passes over X and test AUC. The
 floor of a streamed run is the raw read time of its passes: every chunk file read with
 ``readinto`` into a preallocated buffer by the two workers in parallel, best of 3, times the
-passes. ``python scripts/bench_newton_stream.py`` writes docs/benchmarks/newton_stream.*.
+passes. ``python -m benchmarks.newton_stream`` writes docs/benchmarks/newton_stream.*.
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ import os
 import sys
 import time
 
-import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import MemorySampler, md_table, write_results  # noqa: E402
-from bench_chains import embeddings  # noqa: E402
+from benchmarks._harness import MemorySampler, Parser, best_of, md_table, rounded, write_results
+from benchmarks.chains import embeddings
 
 C, TOL = 1e-3, 1e-3
 
@@ -45,17 +42,16 @@ def raw_pass_seconds(client, store: str, repeat: int = 3) -> float:
                    for f in names if not f.startswith(".") and f != "zarr.json")
     workers = sorted(client.scheduler_info()["workers"])
     shares = [files[k :: len(workers)] for k in range(len(workers))]
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        futures = [client.submit(_read_files, s, workers=[w], pure=False)
-                   for s, w in zip(shares, workers, strict=True)]
-        client.gather(futures)
-        best = min(best, time.perf_counter() - t)
-    return best
+
+    def read_once():
+        client.gather([client.submit(_read_files, s, workers=[w], pure=False)
+                       for s, w in zip(shares, workers, strict=True)])
+
+    return best_of(read_once, repeat)[0]
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    args = Parser(__doc__, seed=None).parse_args(argv)  # no random draws
     from distributed import Client, LocalCluster
 
     import daskauc.solvers.newton as newton
@@ -101,7 +97,7 @@ def main() -> int:
         floor = r["passes"] * (rows[0]["s_per_pass"] + (1 - r["cached_fraction"]) * raw)
         r["vs_read_plus_compute"] = r["seconds"] / floor
     md = ["# NBAUC's Newton solve out of core", "",
-          "`python scripts/bench_newton_stream.py`: covtype's 1,600-landmark embedding "
+          "`python -m benchmarks.newton_stream`: covtype's 1,600-landmark embedding "
           "(464,810 x 1,593 float32, 2.96 GB), RankSVM C = 1e-3, tol = 1e-3, LocalCluster 2 "
           "workers x 1 thread (9 GiB each). Half cached: `persist=\"auto\"` with the memory "
           "budget set to half of the embedding. Raw read: every chunk file read once by the "
@@ -116,9 +112,8 @@ def main() -> int:
           "read checksummed: persisted 46.1 s, half cached 175.9 s, streamed 163.1 s. Now "
           "streamed chunks are shared out among the workers by work, read ahead in order, "
           "and checksummed once per process until their file changes.", "",
-          md_table([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()
-                     if k != "load_average"} for r in rows]), ""]
-    write_results("newton_stream", rows, "\n".join(md))
+          md_table(rounded(rows, 4, drop=("load_average",))), ""]
+    write_results("newton_stream", rows, "\n".join(md), out=args.out)
     return 0
 
 

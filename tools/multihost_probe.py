@@ -1,4 +1,4 @@
-"""What the scheduler of ``scripts/multihost.sh`` sees: its workers, and which tasks ran where.
+"""What the scheduler of ``tools/multihost.sh`` sees: its workers, and which tasks ran where.
 
 Run from the host namespace by ``multihost.sh`` (it is not part of the package)::
 

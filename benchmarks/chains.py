@@ -6,13 +6,12 @@ seed). Speed: NSAUC epochs over covtype's embedding on a LocalCluster with 1 wor
 and with 2 workers (two chains, and one chain for reference), the embedding persisted in the
 workers' memory and streamed from its Zarr store.
 
-``python scripts/bench_chains.py`` (run alone; the embeddings are cached under bench-data/).
+``python -m benchmarks.chains`` (run alone; the embeddings are cached under bench-data/).
 Writes docs/benchmarks/chains.{json,md,png}.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -20,8 +19,16 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import BENCH_DIR, CACHE_DIR, load_dataset, md_table, write_results  # noqa: E402
+from benchmarks._harness import (
+    CACHE_DIR,
+    Parser,
+    best_of,
+    embed_stores,
+    load_dataset,
+    md_table,
+    rounded,
+    write_results,
+)
 
 OUT = os.path.join(CACHE_DIR, "chains")
 #: (chains, sync_every): one chain, 2 and 4 chains merged once per epoch, 4 chains merged after
@@ -37,9 +44,7 @@ SOLVERS = {
 
 def embeddings(name: str):
     """Train and test embedding stores of ``name`` (built once)."""
-    from daskauc.data import ingest_array, open_dataset
-    from daskauc.data.scale import StandardScaler
-    from daskauc.embed.nystroem import KMeansNystroem
+    from daskauc.data import ingest_array
 
     train, test = (os.path.join(OUT, f"{name}-{p}-emb.zarr") for p in ("train", "test"))
     if not (os.path.exists(train) and os.path.exists(test)):
@@ -47,11 +52,7 @@ def embeddings(name: str):
         src, src_te = (os.path.join(OUT, f"{name}-{p}.zarr") for p in ("train", "test"))
         ingest_array(Xtr.astype(np.float32), ytr, src, overwrite=True)
         ingest_array(Xte.astype(np.float32), yte, src_te, overwrite=True)
-        ds = open_dataset(src)
-        scaler = StandardScaler().fit(ds.X)
-        fmap = KMeansNystroem(1600, random_state=0).fit(scaler.transform(ds.X))
-        fmap.write_embedding(src, train, scaler=scaler, overwrite=True)
-        fmap.write_embedding(src_te, test, scaler=scaler, overwrite=True)
+        embed_stores(src, src_te, train, test, 1600, random_state=0)
     return train, test
 
 
@@ -159,16 +160,11 @@ def read_times(store: str, repeat: int = 3) -> dict:
     for name, fn in (("raw_readinto", raw),
                      ("daskauc_reader", lambda: [checked[i:i + cr, :] for i in range(0, n, cr)]),
                      ("zarr", lambda: [z[i:i + cr] for i in range(0, n, cr)])):
-        best = np.inf
-        for _ in range(repeat):
-            t = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t)
-        out[name] = best
+        out[name] = best_of(fn, repeat)[0]
     return out
 
 
-def report(acc: list[dict], spd: list[dict], reads: dict | None = None) -> None:
+def report(acc: list[dict], spd: list[dict], reads: dict | None, out: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -198,7 +194,7 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None = None) -> None:
             ax.legend()
     fig.tight_layout()
     md = ["# Data-parallel stochastic epochs", "",
-          "`python scripts/bench_chains.py`: standardized features, k-means Nystroem with 1,600 "
+          "`python -m benchmarks.chains`: standardized features, k-means Nystroem with 1,600 "
           "landmarks, gamma = 1/b; NSAUC lam = 1e-8, SPAM lam = 1e-6 eta = 1, OAM C = 2^-6 "
           "averaged (NOAM's setting); random_state 0; chains combined at the end of every epoch "
           "or after every 2 chunks of each chain (sync_every=2) (docs: "
@@ -213,8 +209,7 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None = None) -> None:
           "process pinned to a core of its own (its read-ahead thread included), so that one "
           "worker cannot borrow the second worker's core: the fair measure of adding a "
           "worker.", "",
-          md_table([{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
-                     if k != "epochs"} for r in spd]), ""]
+          md_table(rounded(spd, 3, drop=("epochs",))), ""]
     if reads:
         md += ["Reading the embedding's chunks once in one process (cached files, best of 3): "
                + ", ".join(f"{k} {v:.2f} s" for k, v in reads.items()) + ".", ""]
@@ -231,13 +226,15 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None = None) -> None:
                           f"{base['s_per_epoch']:.3f} s + raw read {share:.3f} s per chain)")
         md.append("")
     write_results("chains", {"accuracy": acc, "speed": spd, "reads": reads}, "\n".join(md),
-                  figure=fig)
+                  figure=fig, out=out)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--skip-speed", action="store_true")
-    ap.add_argument("--skip-accuracy", action="store_true")
+    ap = Parser(__doc__, seed=None)  # random_state 0 throughout, as the cached embeddings
+    ap.add_argument("--skip-speed", action="store_true",
+                    help="keep the speed rows of the last run (in --out)")
+    ap.add_argument("--skip-accuracy", action="store_true",
+                    help="keep the accuracy rows of the last run (in --out)")
     args = ap.parse_args(argv)
     from distributed import Client, LocalCluster
 
@@ -250,13 +247,13 @@ def main(argv=None) -> int:
     spd = [] if args.skip_speed else speed()
     reads = None if args.skip_speed else read_times(embeddings("covtype")[0])
     if args.skip_accuracy or args.skip_speed:  # keep the rows of the last run of the other
-        with open(os.path.join(BENCH_DIR, "chains.json")) as f:
+        with open(os.path.join(args.out, "chains.json")) as f:
             last = json.load(f)["results"]
         if args.skip_accuracy:
             acc = last["accuracy"]
         if args.skip_speed:
             spd, reads = last["speed"], last["reads"]
-    report(acc, spd, reads)
+    report(acc, spd, reads, args.out)
     return 0
 
 

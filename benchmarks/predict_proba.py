@@ -9,21 +9,19 @@ splits), NSAUC with its default arguments, and scikit-learn's ``LogisticRegressi
 1,600-landmark k-means Nystroem map). For each: test accuracy, balanced accuracy, log loss,
 Brier score and AUC, and fit time.
 
-``python scripts/predict_proba.py [--only ijcnn1,spambase]`` writes
+``python -m benchmarks.predict_proba [--only ijcnn1,spambase]`` writes
 docs/benchmarks/predict_proba.{json,md}. Run it alone on the machine: it reports fit times.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import load_dataset, md_table, write_results  # noqa: E402
+from benchmarks._harness import Parser, load_dataset, md_table, write_results
 
 DATASETS = ("ijcnn1", "spambase", "covtype")
 
@@ -43,7 +41,7 @@ def _metrics(y01, proba, pred) -> dict:
             "Brier": brier_score_loss(y01, proba), "AUC": roc_auc_score(y01, proba)}
 
 
-def run(name: str) -> list[dict]:
+def run(name: str, seed: int = 0) -> list[dict]:
     from sklearn.linear_model import LogisticRegression
 
     from daskauc import NSAUC
@@ -52,7 +50,7 @@ def run(name: str) -> list[dict]:
     y01_tr, y01_te = (ytr > 0).astype(int), (yte > 0).astype(int)
     rows = []
     t = time.perf_counter()
-    model = NSAUC(random_state=0).fit(Xtr, y01_tr)
+    model = NSAUC(random_state=seed).fit(Xtr, y01_tr)
     fit_s = time.perf_counter() - t
     proba = model.predict_proba(Xte)[:, 1]
     rows.append({"dataset": name, "model": "daskauc NSAUC (defaults)", "fit s": fit_s,
@@ -75,14 +73,14 @@ def run(name: str) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(__doc__, quick={"only": "spambase"})
     ap.add_argument("--only", default=",".join(DATASETS), help="comma-separated datasets")
     args = ap.parse_args(argv)
-    rows = [r for name in args.only.split(",") for r in run(name)]
+    rows = [r for name in args.only.split(",") for r in run(name, args.seed)]
     cols = ["dataset", "model", "accuracy", "balanced accuracy", "log loss", "Brier", "AUC",
             "fit s"]
     md = ["# predict and predict_proba against LogisticRegression", "",
-          "`python scripts/predict_proba.py`: NSAUC with its default arguments (its "
+          "`python -m benchmarks.predict_proba`: NSAUC with its default arguments (its "
           "`predict_proba` a Platt calibration of its training scores, its `predict` the "
           "more probable class under it) and scikit-learn's `LogisticRegression` "
           "(`max_iter=1000`) fitted on the same standardized 1,600-landmark embedding. "
@@ -91,7 +89,7 @@ def main(argv=None) -> int:
           f"as NSAUC's does. Load average at the end: {os.getloadavg()[0]:.2f}.", "",
           md_table([{c: (round(r[c], 4) if isinstance(r[c], float) else r[c]) for c in cols}
                     for r in rows], cols), ""]
-    write_results("predict_proba", rows, "\n".join(md))
+    write_results("predict_proba", rows, "\n".join(md), out=args.out)
     return 0
 
 

@@ -17,33 +17,25 @@ k-means Nystroem map), read into memory once; without it a random float32 n x r 
 random labels. ``--quick`` uses a small array (the full run is for a quiet machine).
 Writes ``docs/benchmarks/least_squares.{json,md}``.
 
-    python scripts/bench_least_squares.py --quick
-    python scripts/bench_least_squares.py --embedding /data/covtype_embedding.zarr
+    python -m benchmarks.least_squares --quick
+    python -m benchmarks.least_squares --embedding /data/covtype_embedding.zarr
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from _common import gemm_rate, machine_info, md_table, write_results  # noqa: E402
-
-
-def _best(fn, repeat):
-    best = np.inf
-    out = None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
+from benchmarks._harness import (
+    Parser,
+    best_of,
+    command,
+    gemm_rate,
+    machine_info,
+    md_table,
+    write_results,
+)
 
 
 def syrk_floor(X: np.ndarray, chunk: int, dtype, repeat: int) -> float:
@@ -56,7 +48,7 @@ def syrk_floor(X: np.ndarray, chunk: int, dtype, repeat: int) -> float:
                 Z = Z.astype(dtype)
             G += Z.T @ Z
         return G
-    return _best(run, repeat)[0]
+    return best_of(run, repeat)[0]
 
 
 def numba_floor(X: np.ndarray, chunk: int, repeat: int) -> float:
@@ -73,19 +65,18 @@ def numba_floor(X: np.ndarray, chunk: int, repeat: int) -> float:
         w[:] = 0.0
         for k, s in enumerate(range(0, X.shape[0], chunk)):
             _dot_axpy_pass(X[s:s + chunk], orders[k], w, 1e-6)
-    return _best(run, repeat)[0]
+    return best_of(run, repeat)[0]
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = Parser(__doc__, quick="a 40,000 x 400 random array in 10,000-row chunks")
     ap.add_argument("--embedding", help="daskauc embedding or dataset store (X, y)")
-    ap.add_argument("--quick", action="store_true", help="small random array, one repeat")
     ap.add_argument("--n", type=int, default=464_809)
     ap.add_argument("--r", type=int, default=1600)
     ap.add_argument("--chunk-rows", type=int, default=50_000)
     ap.add_argument("--epochs", type=int, default=2, help="epochs timed per method")
     ap.add_argument("--opauc-rows", type=int, default=None)
-    ap.add_argument("--out", default="least_squares", help="name under docs/benchmarks")
+    ap.add_argument("--name", default="least_squares", help="of the files written in --out")
     args = ap.parse_args(argv)
 
     import dask
@@ -109,7 +100,7 @@ def main(argv=None):
         y = np.asarray(ds.y.compute())
         source = f"embedding {args.embedding}"
     else:
-        rng = np.random.default_rng(0)
+        rng = np.random.default_rng(args.seed)
         X = rng.standard_normal((args.n, args.r), dtype=np.float32)
         y = np.where(rng.random(args.n) < 0.49, 1, -1).astype(np.int8)
         X[y > 0] += 0.05  # some signal
@@ -144,12 +135,12 @@ def main(argv=None):
         for prec in ("float64", "mixed"):
             if X.dtype != np.float32 and prec == "mixed":
                 continue
-            t, st = _best(lambda p=prec: class_statistics(Xd, yd, precision=p), repeat)
+            t, st = best_of(lambda p=prec: class_statistics(Xd, yd, precision=p), repeat)
             stats[prec] = st
             rows.append({"what": f"LSAUC statistics pass, precision={prec}", "seconds": t,
                          "GFLOP/s (2nr^2)": 2.0 * n * r * r / t / 1e9,
                          "x floor32": t / f32, "x GEMM floor": t / gemm})
-        t_solve, w64 = _best(lambda: lsauc_from_stats(stats["float64"], 1e-4), repeat)
+        t_solve, w64 = best_of(lambda: lsauc_from_stats(stats["float64"], 1e-4), repeat)
         rows.append({"what": "LSAUC r x r solve (lam=1e-4)", "seconds": t_solve})
         if "mixed" in stats:
             a, b = stats["float64"], stats["mixed"]
@@ -164,25 +155,26 @@ def main(argv=None):
 
     # -- stochastic methods against the numba floor ------------------------------------------
     floor = numba_floor(X, chunk, repeat)
+    seed = args.seed
     means = class_means(Xd, yd)
     methods = {
         "TwoPassAUC": lambda e, s: twopass_auc(Xd, yd, lam=1e-4, eta=1e-3, n_epochs=e,
-                                               means=means, random_state=0, state=s),
+                                               means=means, random_state=seed, state=s),
         "SPAM-L2": lambda e, s: spam(Xd, yd, lam=1e-4, eta=0.1, n_epochs=e, means=means,
-                                     random_state=0, state=s),
-        "SOLAM": lambda e, s: solam(Xd, yd, zeta=0.1, R=10.0, n_epochs=e, random_state=0,
+                                     random_state=seed, state=s),
+        "SOLAM": lambda e, s: solam(Xd, yd, zeta=0.1, R=10.0, n_epochs=e, random_state=seed,
                                     state=s),
         "SPDAM (m=1)": lambda e, s: spdam(Xd, yd, lam=1e-4, batch_size=1, n_epochs=e,
-                                          means=means, random_state=0, state=s),
+                                          means=means, random_state=seed, state=s),
         "SPDAM (m=64)": lambda e, s: spdam(Xd, yd, lam=1e-4, batch_size=64, n_epochs=e,
-                                           means=means, random_state=0, state=s),
+                                           means=means, random_state=seed, state=s),
     }
     srows = [{"method": "floor: numba dot+axpy pass", "s/epoch": floor, "x floor": 1.0,
               "rows/s": n / floor}]
     with dask.config.set(scheduler="threads"):
         for name, run in methods.items():
             warm = run(1, None)  # compile, and first-touch of the state
-            sec = _best(lambda run=run, warm=warm: run(args.epochs, warm.state),
+            sec = best_of(lambda run=run, warm=warm: run(args.epochs, warm.state),
                         repeat)[0] / args.epochs
             srows.append({"method": name, "s/epoch": sec, "x floor": sec / floor,
                           "rows/s": n / sec})
@@ -194,7 +186,7 @@ def main(argv=None):
         ys = da.from_array(y[:n_sub], chunks=(n_sub,))
         warm = opauc(X[:50], y[:50], lam=1e-4, eta=1e-3, random_state=0)  # compile
         t0 = time.perf_counter()
-        opauc(Xs, ys, lam=1e-4, eta=1e-3, random_state=0)
+        opauc(Xs, ys, lam=1e-4, eta=1e-3, random_state=seed)
         per_row = (time.perf_counter() - t0) / n_sub
         srows.append({"method": f"OPAUC (timed on {n_sub} rows, extrapolated)",
                       "s/epoch": per_row * n, "x floor": per_row * n / floor,
@@ -208,7 +200,7 @@ def main(argv=None):
         f"(dask threaded scheduler). {'QUICK run (small array).' if args.quick else ''}",
         f"Machine: {info['cpus']} CPUs, {info['memory_gib']} GiB, BLAS {info['blas']}, "
         f"OPENBLAS_CORETYPE={info['OPENBLAS_CORETYPE']}, {info['date']}.",
-        f"Command: `python scripts/bench_least_squares.py {' '.join(argv or sys.argv[1:])}`",
+        f"Command: `{command('benchmarks.least_squares', argv)}`",
         "",
         "## LSAUC statistics pass against the X^T X floor",
         "",
@@ -221,7 +213,7 @@ def main(argv=None):
                f"{mv['cov_rel_err']:.2e}, relative error of w* (lam = 1e-4) "
                f"{mv['w_rel_err_lam1e-4']:.2e}.", ""]
     md += ["## Seconds per epoch against one sequential numba pass", "", md_table(srows), ""]
-    write_results(args.out, results, "\n".join(md))
+    write_results(args.name, results, "\n".join(md), out=args.out)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Khalid et al. Fig. 1: test AUC against epochs for NSAUC, NSVMSGD2 and NSOLAM.
 
-    python scripts/convergence_study.py                       # ijcnn1 and covtype
-    python scripts/convergence_study.py --datasets ijcnn1 --epochs 1,2,3,5
-    python scripts/convergence_study.py --covtype-train-store TRAIN.zarr \\
+    python -m benchmarks.convergence_study                       # ijcnn1 and covtype
+    python -m benchmarks.convergence_study --datasets ijcnn1 --epochs 1,2,3,5
+    python -m benchmarks.convergence_study --covtype-train-store TRAIN.zarr \\
         --covtype-test-store TEST.zarr          # reuse existing covtype embedding stores
 
-Data and embedding as ``scripts/reproduce_papers.py`` (it builds and caches them under
-``--workdir``, shared with that script): ijcnn1 with its official split, covtype (LIBSVM
+Data and embedding as the reproduction's (``benchmarks.reproduce``, which builds and caches
+them under ``--workdir``, shared with it): ijcnn1 with its official split, covtype (LIBSVM
 ``covtype.binary``) with a stratified 80/20 split (seed 0), standardized, 1600 k-means
 landmarks, float32. Hyper-parameters: those chosen by 3-fold CV in the reproduction (read
 from ``docs/benchmarks/reproduce/``) when present, else the presets' defaults.
@@ -16,12 +16,12 @@ One model per method is trained by ``partial_fit``, one epoch per call, continui
 the test AUC of the current model is recorded. So the 50-epoch curve costs 50 epochs, not
 1 + 2 + 3 + 5 + 10 + 20 + 50.
 
-Writes docs/convergence.md, docs/convergence.png and docs/benchmarks/convergence.json.
+Writes docs/convergence.md, docs/convergence.png and docs/benchmarks/convergence.json (``--out``
+is the docs directory: the page and its figure go there, the JSON into its benchmarks/).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -30,17 +30,12 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import reproduce_papers as rp  # noqa: E402
-from _common import ROOT, machine_info  # noqa: E402
+from benchmarks._harness import DOCS_DIR, Parser, machine_info, write_json
+from benchmarks.reproduce import _shared as rp
 
 EPOCHS = (1, 2, 3, 5, 10, 20, 50)
 METHODS = ("NSAUC", "NSVMSGD2", "NSOLAM")
 DEFAULTS = {"NSAUC": {"lam": 1e-8}, "NSVMSGD2": {"lam": 1e-8}, "NSOLAM": {"zeta": 100.0, "R": 10.0}}
-OUT_MD = os.path.join(ROOT, "docs", "convergence.md")
-OUT_PNG = os.path.join(ROOT, "docs", "convergence.png")
-OUT_JSON = os.path.join(ROOT, "docs", "benchmarks", "convergence.json")
 
 logger = logging.getLogger("convergence")
 
@@ -98,7 +93,7 @@ def run_dataset(name: str, workdir: str, epochs: tuple[int, ...], methods, store
                      "epoch_seconds_mean": float(np.mean(epoch_s)),
                      "epoch_seconds_std": float(np.std(epoch_s)),
                      "n_train": int(len(y)), "n_test": int(len(yt)), "r": int(Z.shape[1]),
-                     "train_store": stores.get("train") or "built by reproduce_papers"})
+                     "train_store": stores.get("train") or "built by benchmarks.reproduce"})
     return rows
 
 
@@ -175,7 +170,7 @@ def write_md(rows: list[dict], argv: list[str], seconds: float, out: str) -> Non
     lines = [
         "# Convergence of the stochastic methods (Khalid et al. Fig. 1)",
         "",
-        "Command: `python scripts/convergence_study.py"
+        "Command: `python -m benchmarks.convergence_study"
         + (" " + " ".join(argv) if argv else "") + f"` ({seconds / 60:.1f} minutes on the "
         "2-core development machine, shared: times are indicative).",
         "",
@@ -217,7 +212,8 @@ def write_md(rows: list[dict], argv: list[str], seconds: float, out: str) -> Non
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # no --seed: the reproduction's seed and embedding stores
+    ap = Parser(__doc__, out=DOCS_DIR, quick={"datasets": "ijcnn1", "epochs": "1,2"}, seed=None)
     ap.add_argument("--datasets", default="ijcnn1,covtype")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--epochs", default=",".join(str(e) for e in EPOCHS))
@@ -228,20 +224,19 @@ def main(argv=None) -> None:
     ap.add_argument("--cache-dir", default=rp.CACHE_DIR,
                     help="the reproduction's row cache (hyper-parameters)")
     ap.add_argument("--from-json", action="store_true",
-                    help="only rebuild the Markdown and the plot from --json")
-    ap.add_argument("--out", default=OUT_MD)
-    ap.add_argument("--png", default=OUT_PNG)
-    ap.add_argument("--json", default=OUT_JSON)
+                    help="only rebuild the Markdown and the plot from the JSON in --out")
     args = ap.parse_args(argv)
+    md, png = (os.path.join(args.out, f"convergence.{x}") for x in ("md", "png"))
+    json_dir = os.path.join(args.out, "benchmarks")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     import dask
 
     rp.CACHE_DIR = args.cache_dir
     if args.from_json:
-        with open(args.json) as fh:
+        with open(os.path.join(json_dir, "convergence.json")) as fh:
             saved = json.load(fh)
-        plot(saved["rows"], args.png)
-        write_md(saved["rows"], saved.get("argv", []), saved["seconds"], args.out)
+        plot(saved["rows"], png)
+        write_md(saved["rows"], saved.get("argv", []), saved["seconds"], md)
         return
     epochs = tuple(sorted(int(e) for e in args.epochs.split(",")))
     methods = args.methods.split(",")
@@ -255,12 +250,10 @@ def main(argv=None) -> None:
             rows += run_dataset(d, args.workdir, epochs, methods, stores)
     seconds = time.perf_counter() - tic
     shown = sys.argv[1:] if argv is None else list(argv)
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as fh:
-        json.dump({"machine": machine_info(), "rows": rows, "seconds": seconds,
-                   "argv": shown}, fh, indent=1)
-    plot(rows, args.png)
-    write_md(rows, shown, seconds, args.out)
+    write_json(json_dir, "convergence", {"machine": machine_info(), "rows": rows,
+                                         "seconds": seconds, "argv": shown}, indent=1)
+    plot(rows, png)
+    write_md(rows, shown, seconds, md)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,12 @@ and worker processes killed by pid), tests/test_checkpoint.py's SIGKILL-and-resu
 dataset of ``--rows`` rows, and tests/test_cli_faults.py (the command line under faults), and
 writes docs/benchmarks/fault_matrix.{md,json}.
 
-``python scripts/fault_matrix.py --rows 200000`` (the heavy version; the test suite runs the
+``python -m tools.fault_matrix --rows 200000`` (the heavy version; the test suite runs the
 same tests on 6,000 rows). Run it alone: it starts and kills many processes.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -18,8 +17,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, md_table, write_results  # noqa: E402
+from benchmarks._harness import ROOT, Parser, md_table, write_results
 
 FAMILIES = ["nsauc", "spam", "oam", "newton", "lsauc", "kmeans", "embedding"]
 #: fault -> (test function, the outcome a pass means, the test id's word for the fault)
@@ -93,7 +91,8 @@ def _estimator(case: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # --quick: the test suite's size; no --seed (the tests' data are theirs)
+    ap = Parser(__doc__, quick={"rows": 6000}, seed=None)
     ap.add_argument("--rows", type=int, default=200_000)
     args = ap.parse_args(argv)
     junit = os.path.join(tempfile.mkdtemp(), "faults.xml")
@@ -128,7 +127,7 @@ def main(argv=None) -> int:
                     "seconds": f"{durations[name]:.2f}"})
     resume = {k: v for k, v in cases.items() if k.startswith("test_a_fit_killed_mid_run")}
     md = ["# The fault matrix", "",
-          f"`python scripts/fault_matrix.py --rows {args.rows}`: tests/test_faults.py on a "
+          f"`python -m tools.fault_matrix --rows {args.rows}`: tests/test_faults.py on a "
           f"{args.rows:,}-row dataset (the test suite runs it on 6,000), real `dask scheduler` / "
           f"`dask worker` processes killed by pid; {len(cases)} cases in {seconds:.0f} s, "
           f"pytest exit status {proc.returncode}. Each cell is the outcome the test demands "
@@ -146,7 +145,8 @@ def main(argv=None) -> int:
                       for k, v in sorted(resume.items())) + ".", ""]
     write_results("fault_matrix", {"rows": args.rows, "cases": cases, "table": rows,
                                    "cli": cli_rows,
-                                   "seconds": seconds, "exit": proc.returncode}, "\n".join(md))
+                                   "seconds": seconds, "exit": proc.returncode}, "\n".join(md),
+                  out=args.out)
     return proc.returncode
 
 

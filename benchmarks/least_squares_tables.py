@@ -9,28 +9,22 @@ on grids that are small subsets of the papers' grids (listed in GRIDS and in the
 then one fit on the whole training part, test AUC and fit time. Every method is run on every
 dataset with ``random_state=0``.
 
-Writes docs/least_squares_results.md.
+Writes docs/least_squares_results.md. The protocol (``load``, ``GRIDS``, ``cross_validate``,
+``final_fits``) is also the reproduction's for these papers (``benchmarks.reproduce.natole``).
 
-    python scripts/least_squares_tables.py            # the full table (~10 minutes, 2 cores)
-    python scripts/least_squares_tables.py --quick    # diabetes and german, tiny grids
+    python -m benchmarks.least_squares_tables          # the full table (~10 minutes, 2 cores)
+    python -m benchmarks.least_squares_tables --quick  # diabetes and german, tiny grids
 """
 
 from __future__ import annotations
 
-import argparse
-import bz2
-import io
 import itertools
-import lzma
 import os
-import sys
 import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+from benchmarks._harness import DOCS_DIR, Parser, read_svmlight
 
 # Natole, Ying & Lyu 2018 (SPAM table) and 2019 (SPDAM table), test AUC, as the papers and
 # Natole's thesis defence slides report them. Their splice has 3,175 rows (train + test);
@@ -93,14 +87,16 @@ QUICK_GRIDS = {
 }
 
 
-def _read_libsvm(rel, n_features=None):
-    from sklearn.datasets import load_svmlight_file
+#: the datasets split 80/20 here, and their files in ../shared/data
+FILES = {"diabetes": "diabetes/diabetes_scale.xz",
+         "german": "german.numer/german.numer.libsvm.xz",
+         "splice": "splice/splice.libsvm.xz"}
 
-    path = os.path.join(DATA, rel)
-    opener = lzma.open if path.endswith(".xz") else bz2.open
-    with opener(path, "rb") as fh:
-        X, y = load_svmlight_file(io.BytesIO(fh.read()), n_features=n_features)
-    return np.asarray(X.toarray(), dtype=np.float64), np.where(y > 0, 1, -1).astype(np.int8)
+
+def read_libsvm(rel, n_features=None):
+    """Dense rows and labels in {-1, +1} (int8) of a LIBSVM file of ../shared/data."""
+    X, y = read_svmlight(rel, n_features)
+    return X, np.where(y > 0, 1, -1).astype(np.int8)
 
 
 def load(name):
@@ -109,21 +105,18 @@ def load(name):
     from sklearn.preprocessing import MinMaxScaler
 
     if name == "a9a":
-        Xtr, ytr = _read_libsvm("a9a/a9a.xz", 123)
-        Xte, yte = _read_libsvm("a9a/a9a.t.xz", 123)
+        Xtr, ytr = read_libsvm("a9a/a9a.xz", 123)
+        Xte, yte = read_libsvm("a9a/a9a.t.xz", 123)
     elif name == "ijcnn1":
-        Xtr, ytr = _read_libsvm("ijcnn1/ijcnn1.trn.bz2", 22)
-        Xte, yte = _read_libsvm("ijcnn1/ijcnn1.tst.bz2", 22)
+        Xtr, ytr = read_libsvm("ijcnn1/ijcnn1.trn.bz2", 22)
+        Xte, yte = read_libsvm("ijcnn1/ijcnn1.tst.bz2", 22)
     elif name == "ijcnn1-80/20":  # the papers' protocol: all 141,691 rows, random 80/20
-        Xa, ya = _read_libsvm("ijcnn1/ijcnn1.trn.bz2", 22)
-        Xb, yb = _read_libsvm("ijcnn1/ijcnn1.tst.bz2", 22)
+        Xa, ya = read_libsvm("ijcnn1/ijcnn1.trn.bz2", 22)
+        Xb, yb = read_libsvm("ijcnn1/ijcnn1.tst.bz2", 22)
         Xtr, Xte, ytr, yte = train_test_split(np.r_[Xa, Xb], np.r_[ya, yb], test_size=0.2,
                                               stratify=np.r_[ya, yb], random_state=0)
     else:
-        rel = {"diabetes": "diabetes/diabetes_scale.xz",
-               "german": "german.numer/german.numer.libsvm.xz",
-               "splice": "splice/splice.libsvm.xz"}[name]
-        X, y = _read_libsvm(rel)
+        X, y = read_libsvm(FILES[name])
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
     sc = MinMaxScaler((-1, 1)).fit(Xtr)
     return (np.ascontiguousarray(sc.transform(Xtr)), ytr,
@@ -173,31 +166,45 @@ def cross_validate(method, Xtr, ytr, grid_spec, folds):
     return dict(best), float(np.mean(scores[best]))
 
 
-def run_dataset(name, grids):
+def final_fits(key, fixed, params, Xtr, ytr, Xte, yte, seeds=range(N_SEEDS)):
+    """``(test AUCs, fit seconds)`` of the method ``key`` at the grid point ``params`` fitted on
+    the whole training part: once for LSAUC (exact), else once per random_state in ``seeds``
+    (NaN where the scores are not finite)."""
     from sklearn.metrics import roc_auc_score
-    from sklearn.model_selection import StratifiedKFold
 
     from daskauc.estimators.least_squares import LEAST_SQUARES_METHODS
 
+    kappa2 = float(np.max(np.einsum("ij,ij->i", Xtr, Xtr)))
+    aucs, times = [], []
+    for seed in ([None] if key == "lsauc" else seeds):
+        kw = {**fixed, **_estimator_params(params, kappa2)}
+        if seed is not None:
+            kw["random_state"] = seed
+        t1 = time.perf_counter()
+        est = LEAST_SQUARES_METHODS[key](**kw).fit(Xtr, ytr)
+        times.append(time.perf_counter() - t1)
+        s = est.decision_function(Xte)
+        aucs.append(roc_auc_score(yte, s) if np.all(np.isfinite(s)) else float("nan"))
+    return aucs, times
+
+
+def cv_folds(Xtr, ytr):
+    """The 3 stratified folds of the training part (seed 0)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    return list(StratifiedKFold(3, shuffle=True, random_state=0).split(Xtr, ytr))
+
+
+def run_dataset(name, grids):
     Xtr, ytr, Xte, yte = load(name)
-    folds = list(StratifiedKFold(3, shuffle=True, random_state=0).split(Xtr, ytr))
+    folds = cv_folds(Xtr, ytr)
     rows = []
     for method, spec in grids.items():
         t0 = time.perf_counter()
         params, cv_auc = cross_validate(method, Xtr, ytr, spec, folds)
         t_cv = time.perf_counter() - t0
         key, fixed, _ = spec
-        kappa2 = float(np.max(np.einsum("ij,ij->i", Xtr, Xtr)))
-        aucs, times = [], []
-        for seed in ([None] if key == "lsauc" else range(N_SEEDS)):
-            kw = {**fixed, **_estimator_params(params, kappa2)}
-            if seed is not None:
-                kw["random_state"] = seed
-            t1 = time.perf_counter()
-            est = LEAST_SQUARES_METHODS[key](**kw).fit(Xtr, ytr)
-            times.append(time.perf_counter() - t1)
-            s = est.decision_function(Xte)
-            aucs.append(roc_auc_score(yte, s) if np.all(np.isfinite(s)) else float("nan"))
+        aucs, times = final_fits(key, fixed, params, Xtr, ytr, Xte, yte)
         auc, t_fit = float(np.mean(aucs)), float(np.median(times))
         row = {"dataset": name, "method": method, "test_auc": auc,
                "test_auc_std": float(np.std(aucs)), "test_auc_seeds": [float(a) for a in aucs],
@@ -218,10 +225,11 @@ def _fmt_params(p):
 
 
 def write_doc(rows, grids, quick, seconds, out):
+    """``out``/least_squares_results.md."""
     lines = [
         "# Least-squares AUC family: test AUC against the papers",
         "",
-        "Generated by `python scripts/least_squares_tables.py"
+        "Generated by `python -m benchmarks.least_squares_tables"
         + (" --quick`" if quick else "`") + f" in {seconds / 60:.1f} minutes on the 2-core "
         "development machine (shared with other jobs, so times are indicative).",
         "",
@@ -290,17 +298,17 @@ def write_doc(rows, grids, quick, seconds, out):
         f = ", ".join(f"{k}={v}" for k, v in fixed.items())
         lines.append(f"- {m} (`{key}`{', ' + f if f else ''}): {g}")
     lines.append("")
-    with open(out, "w") as fh:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "least_squares_results.md"), "w") as fh:
         fh.write("\n".join(lines))
     print("\n".join(lines))
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    # the page is docs/least_squares_results.md; no --seed: the papers' protocol, seeds 0..4
+    ap = Parser(__doc__, out=DOCS_DIR, quick="diabetes and german, tiny grids", seed=None)
     ap.add_argument("--datasets", nargs="*", default=None)
     ap.add_argument("--methods", nargs="*", default=None, help="subset of the table's rows")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "least_squares_results.md"))
     args = ap.parse_args(argv)
     import dask
 

@@ -11,10 +11,10 @@ CG iterations, scoring), passes over the rows and seconds per pass against the f
 ``2 n m (d + 2)`` at the GEMM rate measured in this run, peak memory of the client and the
 workers against the n x m x 4 bytes that are never allocated.
 
-    python scripts/covtype_capacity.py                  # everything (restartable)
-    python scripts/covtype_capacity.py --m 4096,8192    # some m only
-    python scripts/covtype_capacity.py --steps select,kernel --force
-    python scripts/covtype_capacity.py --report         # rewrite the tables from the cache
+    python -m benchmarks.covtype_capacity                  # everything (restartable)
+    python -m benchmarks.covtype_capacity --m 4096,8192    # some m only
+    python -m benchmarks.covtype_capacity --steps select,kernel --force
+    python -m benchmarks.covtype_capacity --report         # rewrite the tables from the cache
 
 Rows are cached in bench-data/covtype_capacity/ (one JSON per step); --force recomputes.
 Writes docs/benchmarks/covtype_capacity.{json,md,png}.
@@ -22,21 +22,19 @@ Writes docs/benchmarks/covtype_capacity.{json,md,png}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import pickle
-import sys
 import time
 import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (  # noqa: E402
+from benchmarks._harness import (
     CACHE_DIR,
     MemorySampler,
+    Parser,
     gemm_rate,
     kernel_tile_rate,
     load_dataset,
@@ -279,7 +277,7 @@ def _power_law(rows):
     return float(np.exp(log_a)), float(-b)
 
 
-def report(ms):
+def report(ms, out: str):
     sel = _load("select")
     keys = sorted((k[:-5] for k in os.listdir(OUT) if k.startswith("kernel-m")),
                   key=lambda k: (int(k.split("-")[1][1:]), k)) if os.path.isdir(OUT) else []
@@ -293,7 +291,7 @@ def report(ms):
     rates = _load("rates") or {}
     md = ["# covtype.binary: kernel-basis NBAUC with many centres",
           "",
-          "Command: `python scripts/covtype_capacity.py` (restartable; `--m`, `--steps`, "
+          "Command: `python -m benchmarks.covtype_capacity` (restartable; `--m`, `--steps`, "
           "`--force`, `--report`). Full training part (464,810 rows x 54, stratified 80/20 "
           "split, seed 0), standardized; test part 116,202 rows. LocalCluster: 2 worker "
           "processes x 1 thread (the client holds the m x m preconditioner). "
@@ -442,14 +440,15 @@ def report(ms):
     write_results("covtype_capacity", {"select": sel, "kernel": kern, "floor": floors,
                                        "cg": cgs, "gamma": gam, "baselines": base,
                                        "rates": rates},
-                  "\n".join(md), figure=fig)
+                  "\n".join(md), figure=fig, out=out)
 
 
 # ---------------------------------------------------------------------------------- main
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    # no --quick (every step is covtype-sized) and no --seed (its steps are cached, SEED's)
+    ap = Parser(__doc__, seed=None)
     ap.add_argument("--m", default=",".join(map(str, MS)))
     ap.add_argument("--steps", default=",".join(STEPS))
     ap.add_argument("--force", action="store_true")
@@ -465,7 +464,7 @@ def main(argv=None):
     for noisy in ("distributed", "bokeh", "tornado"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.report:
-        report(MS)
+        report(MS, args.out)
         return
     from distributed import Client, LocalCluster
 
@@ -559,7 +558,7 @@ def main(argv=None):
         for rounds, depth in ((200, 8), (1000, 10)):
             _cached(f"xgboost-{rounds}-{depth}", args.force,
                     lambda r=rounds, dd=depth: step_xgboost(Xtr, ytr, Xte, yte, r, dd))
-    report(MS)
+    report(MS, args.out)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Also measures how pair sampling inside chunks compares with exact global sampling (the
 whole embedding as one chunk) on the same embedding and seeds.
 
-    python scripts/ijcnn1_nsauc.py [--landmarks 1600] [--epochs 5] [--workdir DIR]
+    python -m benchmarks.ijcnn1_nsauc [--landmarks 1600] [--epochs 5] [--workdir DIR]
 
 Writes docs/benchmarks/ijcnn1_nsauc.{json,md}. The paper (Khalid et al. Table 4) reports
 NSAUC 0.9969 with lambda chosen by 3-fold CV from {1e-10, ..., 1e-7}.
@@ -11,9 +11,7 @@ NSAUC 0.9969 with lambda chosen by 3-fold CV from {1e-10, ..., 1e-7}.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 import time
 
@@ -21,23 +19,28 @@ import dask
 import dask.array as da
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import SHARED_DATA, machine_info, md_table, write_results  # noqa: E402
+from benchmarks._harness import (
+    SHARED_DATA,
+    Parser,
+    embed_stores,
+    machine_info,
+    md_table,
+    stratified_folds,
+    write_results,
+)
 
 LAMBDAS = (1e-10, 1e-9, 1e-8, 1e-7)
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(__doc__, quick={"landmarks": 200, "epochs": 1})
     ap.add_argument("--landmarks", type=int, default=1600)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--folds", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
 
-    from daskauc.data import StandardScaler, ingest, open_dataset
-    from daskauc.embed.nystroem import KMeansNystroem
+    from daskauc.data import ingest, open_dataset
     from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
     from daskauc.metrics import roc_auc
 
@@ -52,27 +55,16 @@ def main(argv=None) -> None:
     t["ingest"] = time.perf_counter() - tic
     train = open_dataset(p("train.zarr"))
 
-    tic = time.perf_counter()
-    scaler = StandardScaler().fit(train.X)
-    fmap = KMeansNystroem(n_components=args.landmarks, random_state=args.seed)
-    fmap.fit(scaler.transform(train.X))
-    t["kmeans"] = time.perf_counter() - tic
-    tic = time.perf_counter()
-    emb_tr = fmap.write_embedding(p("train.zarr"), p("train-emb.zarr"), scaler=scaler,
-                                  overwrite=True)
-    emb_te = fmap.write_embedding(p("test.zarr"), p("test-emb.zarr"), scaler=scaler,
-                                  overwrite=True)
-    t["embed+write"] = time.perf_counter() - tic
+    emb_tr, emb_te, fmap, secs = embed_stores(p("train.zarr"), p("test.zarr"),
+                                              p("train-emb.zarr"), p("test-emb.zarr"),
+                                              args.landmarks, random_state=args.seed)
+    t["kmeans"], t["embed+write"] = secs["map"], secs["train"] + secs["test"]
     Z, y = dask.persist(emb_tr.X, emb_tr.y)
     Zt, yt = dask.persist(emb_te.X, emb_te.y)
     y_np = y.compute()
 
     # 3-fold CV over the paper's lambda grid on the training embedding (stratified folds)
-    rng = np.random.default_rng(args.seed)
-    fold = np.empty(len(y_np), dtype=np.int64)
-    for cls in (-1, 1):
-        idx = np.flatnonzero(y_np == cls)
-        fold[rng.permutation(idx)] = np.arange(idx.size) % args.folds
+    fold = stratified_folds(y_np, args.folds, args.seed)
     Z_np = Z.compute()
     cv_rows = []
     tic = time.perf_counter()
@@ -119,13 +111,13 @@ def main(argv=None) -> None:
           f"standardized, {args.landmarks} k-means landmarks (r = {fmap.n_components_}), "
           f"float32 embedding, {args.epochs} epochs. lambda by {args.folds}-fold CV on the "
           "paper's grid. Paper (Khalid et al. Table 4): NSAUC 0.9969.", "",
-          "Command: `python scripts/ijcnn1_nsauc.py`", "",
+          "Command: `python -m benchmarks.ijcnn1_nsauc`", "",
           md_table(results), "",
           "## Pair sampling inside chunks vs global sampling (lambda chosen above, 3 seeds)", "",
           md_table(sampling), "",
           "## Times (s)", "", md_table([{k: round(v, 2) for k, v in t.items()}])]
     write_results("ijcnn1_nsauc", {"results": results, "sampling": sampling, "times": t,
-                                   "machine": machine_info()}, "\n".join(md))
+                                   "machine": machine_info()}, "\n".join(md), out=args.out)
 
 
 if __name__ == "__main__":
