@@ -64,7 +64,7 @@ class NystroemRankWarning(UserWarning):
 #: refuse landmarks="all" beyond this many rows (W alone would take 20 GB in float64)
 MAX_ALL_LANDMARKS = 50_000
 
-#: codec of the embedding X when ``compressor=None``: none. Measured (scripts/bench_embed.py,
+#: codec of the embedding X when ``compressor=None``: none. Measured (benchmarks/embed.py,
 #: Nystroem features of standardized covtype rows, float32): zstd saves only a few percent of
 #: the bytes while writing and reading are slower (docs/benchmarks/embed.md: ratio 1.26, reads
 #: 0.52 GB/s against 1.02 GB/s uncompressed).

@@ -185,7 +185,7 @@ def memory_budget(client=None, working_bytes: int = 0) -> int:
     On small workers the process itself (~0.3-0.4 GiB of Python, numba and the libraries) and
     a pass's working chunks are a large part of the limit: counting only the limit, 50% of
     2 x 1.75 GiB workers kept 0.875 GiB each and workers were killed at 95% of their limit
-    (scripts/scaling.py, 2M-8M rows)."""
+    (benchmarks/scaling.py, 2M-8M rows)."""
     import os
 
     import psutil

@@ -30,7 +30,7 @@ a pair of chunks is met from both sides: every positive-negative pair of the dat
 ``rate`` times per epoch in expectation, as in Algorithm 3, whatever the row order, and an
 epoch makes ``n`` steps in expectation (tested against the uniform law by replaying the
 draws). One chunk is Algorithm 3 exactly. With the window, ijcnn1 in file order reaches
-0.9959-0.9961 (``scripts/defaults.py``). Two earlier designs that were measured and dropped:
+0.9959-0.9961 (``benchmarks/defaults.py``). Two earlier designs that were measured and dropped:
 the negatives of the one chunk visited before as partners (uniform pairs, but each epoch
 paired a chunk's positives with one other chunk's negatives only: 0.9931-0.9946), and a small
 first-in-first-out pool of negatives (each pooled row served ~16 steps of a visit: 0.001 AUC

@@ -20,7 +20,7 @@ is the last iterate.
 Each class keeps its running sum and its scatter ``sum x x^T`` (lower triangle, float64):
 O(r^2) memory and O(r^2) time per row (a rank-one update and a symmetric matrix-vector
 product), which is what makes OPAUC impractical at large r (see
-``scripts/bench_least_squares.py``). The state (two r x r matrices) travels with the chunks.
+``benchmarks/least_squares.py``). The state (two r x r matrices) travels with the chunks.
 
 Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): the running statistics are sums
 over the rows seen, so they merge exactly: each class's sum, scatter and count is the start's

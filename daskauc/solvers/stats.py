@@ -408,7 +408,7 @@ def class_statistics(X, y, *, precision: str = "auto") -> ClassStats:
         cast to float64, centred at their chunk mean and multiplied in float64 (BLAS syrk).
         ``"mixed"`` (float32 data only): centred in float32 and multiplied by float32 syrk,
         then converted and corrected in float64. ``"auto"`` is ``"float64"``. Measured by
-        ``scripts/bench_least_squares.py --quick`` (40,000 x 400 float32 in memory, 2
+        ``benchmarks/least_squares.py --quick`` (40,000 x 400 float32 in memory, 2
         cores): mixed 0.14 s, float64 0.21 s, against 0.18 s for a plain float32 ``X^T X``;
         mixed's relative covariance error 1.3e-7 and relative error of ``w*`` 5e-8 at
         ``lam = 1e-4``. The pass runs once, so float64 (whose accuracy does not depend on
