@@ -64,10 +64,10 @@ import numpy as np
 from .._validation import check_param
 from ..engine.chains import add_increments, merge_running_average, mix_iterates
 from ..engine.stream import resolve_chains, run_epochs, seed_root
-from ._ls_epochs import LOG, objective_record
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _solam_chunk
 from ._result import SolverResult
-from .stats import ClassStats, _as_xy, as_block, row_order
+from .stats import ClassStats, _as_xy
 from .twopass import _check_dim
 
 PENALTIES = ("projection", "l2")

@@ -68,16 +68,14 @@ import numpy as np
 from .._validation import check_param
 from ..engine.chains import add_increments, mix_iterates
 from ..engine.stream import resolve_chains, run_epochs, seed_root
-from ._ls_epochs import LOG, objective_record
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _spdam_chunk
 from ._result import SolverResult
 from .stats import (
     ClassMeans,
     ClassStats,
     _as_xy,
-    as_block,
     class_means,
-    row_order,
 )
 from .twopass import _check_dim
 

@@ -17,13 +17,12 @@ Both passes are tree reductions over the row chunks: one task per chunk (float64
 results even for float32 data), then a tree of combine tasks, all in one graph whose layer
 is named ``daskauc-lsauc-stats`` (or ``daskauc-lsauc-means``) for the dashboard.
 
-The module also holds the per-chunk helpers of the stochastic members of the family
-(:func:`row_order`, :func:`as_block`).
+The stochastic members of the family share their epochs' helpers in
+:mod:`daskauc.solvers._ls_epochs`.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -40,8 +39,6 @@ from dask.highlevelgraph import HighLevelGraph
 from .._compute import compute
 from .._validation import check_param, check_X_y
 from ._result import SolverResult
-
-logger = logging.getLogger("daskauc")
 
 #: accumulation modes of the scatter matrices (see :func:`class_statistics`).
 PRECISIONS = ("auto", "float64", "mixed")
@@ -531,25 +528,6 @@ def lsauc(X, y, *, lam: float, precision: str = "auto",
     history = [{"objective": ls_objective(w, stats, lam), "relative_residual": resid,
                 "seconds_pass": t1 - t0, "seconds_solve": t2 - t1}]
     return SolverResult(coef=w, n_iter=1, converged=True, history=history, state=stats)
-
-
-# ---------------------------------------------------------------------------------------------
-# per-chunk helpers of the stochastic least-squares solvers
-
-
-def row_order(seed: np.random.SeedSequence | None, n_rows: int) -> np.ndarray:
-    """The order in which a step visits the rows of its chunk (a random permutation)."""
-    if seed is None:
-        return np.arange(n_rows, dtype=np.int64)
-    return np.random.default_rng(seed).permutation(n_rows).astype(np.int64)
-
-
-def as_block(Xb) -> np.ndarray:
-    """A chunk as a C-contiguous float32/float64 array (read-only is fine)."""
-    Xb = np.asarray(Xb)
-    if Xb.dtype not in (np.float32, np.float64):
-        Xb = Xb.astype(np.float64)
-    return np.ascontiguousarray(Xb)
 
 
 __all__ = [

@@ -44,16 +44,14 @@ import numpy as np
 from .._validation import check_param
 from ..engine.chains import merge_by_steps
 from ..engine.stream import resolve_chains, run_epochs, seed_root
-from ._ls_epochs import LOG, objective_record
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _twopass_sgd_chunk
 from ._result import SolverResult
 from .stats import (
     ClassMeans,
     ClassStats,
     _as_xy,
-    as_block,
     class_means,
-    row_order,
 )
 
 SCHEDULES = ("constant", "invsqrt")
