@@ -44,10 +44,8 @@ from .._validation import (
     is_lazy_input,
     seed_sequence,
     set_features_in,
-    without_finite_check,
 )
-from ..engine.progress import report as report_progress
-from ..engine.stream import chunk_order, run_epoch
+from ..engine.stream import run_epochs
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres
 from .seeding import kmeans_parallel, kmeans_plusplus, resolve_init
@@ -130,28 +128,21 @@ def _dummy_labels(Xd: da.Array) -> da.Array:
     return da.zeros(Xd.shape[0], chunks=(Xd.chunks[0],), dtype=np.int8)
 
 
-def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, epoch0=0, shuffle=True):
+def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, shuffle=True):
     """Run ``n_epochs`` epochs (one compute each); return centres, counts and history."""
-    y = _dummy_labels(Xd)
-    history = []
-    for e in range(n_epochs):
-        es = _child(ss, 1, epoch0 + e)
-        order = chunk_order(Xd.numblocks[0], _child(es, 0), shuffle=shuffle)
-        seeds = [_child(es, 1, k) for k in range(len(order))]
-        t0 = time.perf_counter()
-        centers, counts, sse, rows = run_epoch(
-            _kmeans_step, Xd if e == 0 else without_finite_check(Xd), y,
-            (centers, counts, 0.0, 0), solver="kmeans", order=order,
-            seeds=seeds, params={"batch_size": int(batch_size)},
-        )
-        history.append({
-            "epoch": epoch0 + e + 1,
-            "seconds": time.perf_counter() - t0,
-            # mean squared distance of each row to its centre at the time it was assigned
-            "batch_inertia": sse / max(rows, 1),
-            "n_empty": int(np.count_nonzero(counts == 0)),
-        })
-        report_progress(e + 1, n_epochs, "k-means epoch")
+
+    def record(state, seconds):
+        _, counts, sse, rows = state
+        # mean squared distance of each row to its centre at the time it was assigned
+        return {"seconds": seconds, "batch_inertia": sse / max(rows, 1),
+                "n_empty": int(np.count_nonzero(counts == 0))}
+
+    (centers, counts, *_), history = run_epochs(
+        _kmeans_step, Xd, _dummy_labels(Xd), (centers, counts), solver="kmeans",
+        n_epochs=n_epochs, params={"batch_size": int(batch_size)}, shuffle=shuffle,
+        seed_root=(ss.entropy, (*ss.spawn_key, 1)),
+        start=lambda state: (state[0], state[1], 0.0, 0),  # the sums are the epoch's
+        record=record, log=None, unit="k-means epoch")
     return centers, counts, history
 
 
