@@ -184,7 +184,8 @@ def _newton_product(client, record: dict, E, w: np.ndarray) -> None:
     """Time one Hessian product of NBAUC's Newton solver at ``w`` (``persist="auto"``: the
     rows that fit in half the workers' memory kept there, the rest streamed); the cached rows
     are released afterwards."""
-    from daskauc.solvers.newton import _PairwiseOperator, place_rows
+    from daskauc.engine.placement import place_rows
+    from daskauc.solvers.newton import _PairwiseOperator
 
     Xp, cached = place_rows(E.X, "auto")
     op = _PairwiseOperator(Xp, E.y.compute(), 1e-3, cached=cached)

@@ -31,6 +31,7 @@ from dask.highlevelgraph import HighLevelGraph
 from .. import _compute, _config
 from .._compute import compute, share
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from ..engine.placement import should_persist, worker_records
 from ._kernel_basis_kernels import (
     _exp_tile,
     _strip_rmatvec,
@@ -38,7 +39,7 @@ from ._kernel_basis_kernels import (
     _tile_matvec_store,
     _tile_rmatvec,
 )
-from .newton import _fresh_token, _tree_sum, _workers, should_persist
+from .newton import _fresh_token, _tree_sum
 from .preconditioner import NystroemPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -234,7 +235,7 @@ def _share(gc: GaussianCentres, client):
 
 
 def _n_threads(client) -> int:
-    workers = _workers(client)
+    workers = worker_records(client)
     if workers:
         return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
     return os.cpu_count() or 1
