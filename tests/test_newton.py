@@ -27,10 +27,9 @@ from daskauc.engine.placement import persist_chunks
 from daskauc.engine.stream import is_materialized
 from daskauc.estimators.ranksvm import RankSVM, cv_select_C
 from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
+from daskauc.solvers.linesearch import line_search_armijo, line_search_exact
 from daskauc.solvers.newton import (
     hessian_product,
-    line_search_armijo,
-    line_search_exact,
     objective_gradient,
     prsvm_newton,
 )

@@ -26,7 +26,8 @@ from .._validation import (
     set_features_in,
 )
 from ..engine.placement import should_persist
-from ..solvers.newton import LINE_SEARCHES, prsvm_newton
+from ..solvers.linesearch import LINE_SEARCHES
+from ..solvers.newton import prsvm_newton
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
 

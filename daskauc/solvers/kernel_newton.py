@@ -44,8 +44,8 @@ from .kernel_basis import (
     kernel_matvec_block,
     kernel_rmatvec_block,
 )
+from .linesearch import LINE_SEARCHES
 from .newton import (
-    LINE_SEARCHES,
     _distributed_client,
     _newton_loop,
     _PairwiseOperator,
