@@ -21,19 +21,20 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
 import daskauc.engine.placement as placement
-import daskauc.solvers.newton as newton
 from daskauc import _config
 from daskauc.engine.placement import persist_chunks
 from daskauc.engine.stream import is_materialized
 from daskauc.estimators.ranksvm import RankSVM, cv_select_C
 from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from daskauc.solvers.linesearch import line_search_armijo, line_search_exact
-from daskauc.solvers.newton import (
+from daskauc.solvers.newton import prsvm_newton
+from daskauc.solvers.pairwise import (
+    PairwiseOperator,
+    class_indices,
     hessian_product,
     objective_gradient,
-    prsvm_newton,
+    pairwise_coefficients,
 )
-from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
@@ -378,7 +379,7 @@ def test_streamed_chunks_are_read_inside_each_pass_not_held(tmp_path, monkeypatc
                         lambda client=None, working_bytes=0: X.nbytes // 2)
     Xs, cached = placement.place_rows(Xz, "auto")
     assert cached.shape[0] == 400 and is_materialized(cached)
-    op = newton._PairwiseOperator(Xs, y, 0.1, cached=cached)
+    op = PairwiseOperator(Xs, y, 0.1, cached=cached)
     assert op.nchunks == cached.numblocks[0] + 2
     w = 0.1 * np.random.default_rng(1).standard_normal(X.shape[1])
     _, handle, _ = op.scores_and_gradient(w, (op.pos, op.neg), False)
@@ -393,7 +394,7 @@ def test_streamed_chunks_are_read_inside_each_pass_not_held(tmp_path, monkeypatc
         hp, q = op.hessian_product(handle, p)
     assert not any(str(k).startswith(Xz.name) for k in seen)  # no Zarr read task
     np.testing.assert_allclose(q, X @ p, rtol=1e-12)
-    ref = newton._PairwiseOperator(da.from_array(X, chunks=(200, X.shape[1])), y, 0.1)
+    ref = PairwiseOperator(da.from_array(X, chunks=(200, X.shape[1])), y, 0.1)
     _, handle_r, _ = ref.scores_and_gradient(w, (ref.pos, ref.neg), False)
     np.testing.assert_allclose(hp, ref.hessian_product(handle_r, p)[0], rtol=1e-12)
 
@@ -650,8 +651,8 @@ def test_streamed_chunks_are_shared_out_by_work_and_read_ahead_in_order(
     assert ann["workers"](("n", 5)) == [rows.where[5]] and ann["workers"](("n", 2)) is None
     assert ann["priority"](("n", 5)) > ann["priority"](("n", 6))
     # the products are right whatever ran where
-    op = newton._PairwiseOperator(Xz, y, 0.1, cached=cached)
-    ref = newton._PairwiseOperator(da.from_array(X, chunks=(100, X.shape[1])), y, 0.1)
+    op = PairwiseOperator(Xz, y, 0.1, cached=cached)
+    ref = PairwiseOperator(da.from_array(X, chunks=(100, X.shape[1])), y, 0.1)
     w = 0.1 * np.random.default_rng(1).standard_normal(X.shape[1])
     p = np.random.default_rng(2).standard_normal(X.shape[1])
     _, h, _ = op.scores_and_gradient(w, (op.pos, op.neg), False)

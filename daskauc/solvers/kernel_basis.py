@@ -32,6 +32,7 @@ from .. import _compute, _config
 from .._compute import compute, share
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
 from ..engine.placement import should_persist, worker_records
+from ._graphs import fresh_token, tree_sum
 from ._kernel_basis_kernels import (
     _exp_tile,
     _strip_rmatvec,
@@ -39,7 +40,6 @@ from ._kernel_basis_kernels import (
     _tile_matvec_store,
     _tile_rmatvec,
 )
-from .newton import _fresh_token, _tree_sum
 from .preconditioner import NystroemPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -330,7 +330,7 @@ def _validation(X_val, y_val, d: int):
 
 def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce: bool):
     """One pass: ``fn(chunk, centres, *args_c)`` per chunk, tree-summed or concatenated."""
-    tok = _fresh_token()
+    tok = fresh_token()
     full = f"{name}-{tok}"
     layer: dict = {}
     keys = []
@@ -338,7 +338,7 @@ def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce:
         layer[(full, c)] = (fn, (X.name, c, 0), centres_ref, *per_chunk_args(c))
         keys.append((full, c))
     if reduce:
-        root = _tree_sum(layer, f"{full}-sum", keys)
+        root = tree_sum(layer, f"{full}-sum", keys)
     else:
         root = (f"{full}-cat", 0)
         layer[root] = (np.concatenate, keys)
@@ -358,7 +358,7 @@ def kernel_scores(X, centres, gamma: float, alpha, *, dtype=None):
     if isinstance(X, da.Array):
         Xd = X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
         gc = gaussian_centres(centres, gamma, np.dtype(dtype) if dtype else Xd.dtype)
-        tok = _fresh_token()
+        tok = fresh_token()
         name = f"daskauc-kernel-scores-{tok}"
         layer: dict = {(f"{name}-centres", 0): gc, (f"{name}-alpha", 0): alpha}
         for c in range(Xd.numblocks[0]):

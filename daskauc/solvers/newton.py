@@ -21,348 +21,34 @@ One Newton iteration over a row-chunked dask array ``X`` (n x r):
   reads no data: each of its steps is one O(n log n) sort on the client (nearly linear, since
   the previous order is the hint).
 
-Products with float32 chunks accumulate in float64 in numba kernels (float64 chunks use BLAS):
-measured on one core, 200,000 x 200 float32, the kernels run at 8-11 GB/s against 13-14 GB/s
-for BLAS ``sgemv`` but give 1e-14 instead of 1e-6 (``X^T u``) relative error, which would
-otherwise limit how small a relative gradient norm can be reached.
+The graphs are :class:`daskauc.solvers.pairwise.PairwiseOperator`'s; this module is the loop
+(:func:`newton_loop`), also run in a kernel basis by :mod:`daskauc.solvers.kernel_newton`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
-from dask.delayed import Delayed
-from dask.highlevelgraph import HighLevelGraph
 
-from .. import _compute, _config
-from .._compute import compute, share
-from .._compute import distributed_client as _distributed_client
+from .._compute import compute, distributed_client
 from .._validation import as_labels, as_row_chunked, check_param, check_X_y
-from ..engine.placement import RowChunks, place_rows
+from ..engine.placement import place_rows
 from ..engine.progress import report as report_progress
 from ..engine.stream import is_materialized
-from ._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
+from ._graphs import threads_limit
 from ._result import SolverResult
 from .linesearch import LINE_SEARCHES, line_search_armijo, line_search_exact
-from .pairwise import PairwiseCoefficients, class_indices, pairwise_coefficients
+from .pairwise import PairwiseOperator, as_vector
 
 logger = logging.getLogger(__name__)
 
-#: fan-in of the tree reductions of r-vectors.
-TREE_FANIN = 8
 
-
-# --------------------------------------------------------------------------- chunk functions
-
-
-def _block_matvec(block: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``block @ v`` in float64 (BLAS for float64 blocks, a float64-accumulating kernel else)."""
-    Xb = np.ascontiguousarray(block)
-    if Xb.dtype == np.float64:
-        return Xb @ v
-    out = np.empty(Xb.shape[0])
-    _matvec_f64(Xb, v, out)
-    return out
-
-
-def _block_rmatvec(block: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """``block.T @ u`` in float64."""
-    Xb = np.ascontiguousarray(block)
-    u = np.ascontiguousarray(u, dtype=np.float64)
-    if Xb.dtype == np.float64:
-        return Xb.T @ u
-    out = np.zeros(Xb.shape[1])
-    _rmatvec_f64(Xb, u, out)
-    return out
-
-
-def _zeros(n: int) -> np.ndarray:
-    return np.zeros(n)
-
-
-def _rows(v: np.ndarray, start: int, stop: int) -> np.ndarray:
-    return v[start:stop]
-
-
-def _gather_coefficients(blocks: list, pos: np.ndarray, neg: np.ndarray) -> PairwiseCoefficients:
-    return pairwise_coefficients(np.concatenate(blocks), pos, neg)
-
-
-def _grad_block(block, coef: PairwiseCoefficients, start: int, stop: int, g0,
-                precondition: bool) -> np.ndarray:
-    """Rows: ``X^T g``, then ``(X*X)^T degree`` (preconditioner) and ``X^T g0`` when asked."""
-    Xb = np.ascontiguousarray(block)
-    u = coef.g[start:stop]
-    if precondition:
-        out = np.zeros((2, Xb.shape[1]))
-        _rmatvec_sq_f64(Xb, u, coef.degree[start:stop], out[0], out[1])
-    else:
-        out = _block_rmatvec(Xb, u)[None, :]
-    if g0 is not None:
-        out = np.vstack([out, _block_rmatvec(Xb, g0)])
-    return out
-
-
-def _hvp_laplacian(blocks: list, coef: PairwiseCoefficients):
-    q = np.concatenate(blocks)
-    return q, coef.laplacian_matvec(q)
-
-
-def _hvp_block(rmatvec, block, const: tuple, packed, start: int, stop: int) -> np.ndarray:
-    return rmatvec(block, *const, packed[1][start:stop])
-
-
-def _concatenate(parts: list) -> np.ndarray:
-    return np.concatenate(parts)
-
-
-def _sum(parts: list) -> np.ndarray:
-    out = np.array(parts[0], dtype=np.float64, copy=True)
-    for p in parts[1:]:
-        out += p
-    return out
-
-
-def _hvp_result(packed, total):
-    return total, packed[0]
-
-
-def _fresh_token() -> str:
-    # every graph of a solve gets new keys: content hashing would cost a hash of n-vectors per
-    # graph, and two identical submissions (a repeated solve) must not race on shared keys
-    return uuid.uuid4().hex
-
-
-def _tree_sum(layer: dict, name: str, keys: list):
-    level = 0
-    while len(keys) > 1:
-        nxt = []
-        for i in range(0, len(keys), TREE_FANIN):
-            key = (name, level, i // TREE_FANIN)
-            layer[key] = (_sum, list(keys[i : i + TREE_FANIN]))
-            nxt.append(key)
-        keys = nxt
-        level += 1
-    return keys[0]
-
-
-# ------------------------------------------------------------------------------- the bases
-
-
-class LinearBasis:
-    """Scores ``X w`` of the rows themselves; regularizer ``||w||^2``, Jacobi preconditioner.
-
-    A basis tells :class:`_PairwiseOperator` how one row chunk turns coefficients into scores
-    (``matvec``), scores' coefficients into the gradient (``gradient``) and into Hessian
-    products (``rmatvec``), and tells the Newton loop the regularizer ``R`` of
-    ``F = 1/2 w^T R w + C loss`` and the preconditioner. The functions are module-level (they
-    travel in task graphs); ``const`` are the extra arguments every task gets after its chunk.
-    """
-
-    def __init__(self, precondition: bool = True):
-        self.precondition = precondition
-        self.const: tuple = (precondition,)
-
-    @staticmethod
-    def matvec(block, precondition, v):
-        return _block_matvec(block, v)
-
-    @staticmethod
-    def gradient(block, precondition, coef, start, stop, g0):
-        return _grad_block(block, coef, start, stop, g0, precondition)
-
-    @staticmethod
-    def rmatvec(block, precondition, u):
-        return _block_rmatvec(block, u)
-
-    def regularize(self, v: np.ndarray) -> np.ndarray:
-        return v
-
-    def norm(self, v: np.ndarray) -> float:
-        """The norm of gradients and CG residuals: Euclidean (``R = I``)."""
-        return float(np.linalg.norm(v))
-
-    def preconditioner(self, w, coef, extra_rows, C: float):
-        """Jacobi: the diagonal of ``I + 2C X^T D X`` (D the active pairs per row), gathered
-        in the gradient pass; the Nystroem columns have scales spread like the kernel's
-        eigenvalues, which Jacobi undoes (covtype, r = 1593: 13-21 CG steps per Newton step
-        instead of 200+). Without ``precondition``: plain CG."""
-        if not self.precondition:
-            return np.copy
-        inv_m = 1.0 / (1.0 + 2.0 * C * extra_rows[0])
-        return lambda r: inv_m * r
-
-
-class _PairwiseOperator:
-    """Builds the per-iteration graphs over a row-chunked ``X``; owns nothing but references.
-
-    ``basis`` (:class:`LinearBasis` or a kernel basis) supplies the chunk products."""
-
-    def __init__(self, X: da.Array, y: np.ndarray, C: float, precondition: bool = True,
-                 basis=None, cached: da.Array | None = None):
-        self.X = X
-        self.C = C
-        self.basis = basis if basis is not None else LinearBasis(precondition)
-        self.y = y
-        self.rows = RowChunks(X, cached, _distributed_client())
-        self.bounds = self.rows.bounds
-        self.nchunks = self.rows.nchunks
-        self.pos, self.neg = class_indices(y)
-        npos, nneg = self.pos.size, self.neg.size
-        # gradient coefficients at w = 0 (every pair active with margin 1): the reference
-        # gradient norm is ||grad F(0)||, independent of the starting point
-        self.g0 = np.where(y > 0, -float(nneg), float(npos))
-        self._g0_ref = None
-
-    def _chunk(self, c: int):
-        return self.rows.arg(c)
-
-    def scores_and_gradient(self, w: np.ndarray, hint, with_g0: bool):
-        """One compute: o = X w, the sort, X^T g, the basis' extra rows (the Jacobi diagonal
-        ``(X*X)^T degree`` for the linear basis) and ``X^T g0`` (if ``with_g0``, last row).
-
-        Returns (coef, coef_handle, sums)."""
-        basis = self.basis
-        tok = _fresh_token()
-        name_s = f"daskauc-newton-scores-{tok}"
-        name_c = f"daskauc-newton-sort-{tok}"
-        name_g = f"daskauc-newton-grad-{tok}"
-        layer: dict = {}
-        zero = not np.any(w)
-        w_key = (f"{name_s}-w", 0)
-        layer[w_key] = w
-        for c in range(self.nchunks):
-            size = int(self.bounds[c + 1] - self.bounds[c])
-            layer[(name_s, c)] = ((_zeros, size) if zero
-                                  else (basis.matvec, self._chunk(c), *basis.const, w_key))
-        coef_key = (name_c, 0)
-        # the sort order hint and g0 are n-vectors: scattered, not sent inside the graph
-        layer[coef_key] = (_gather_coefficients, [(name_s, c) for c in range(self.nchunks)],
-                           share(hint[0]), share(hint[1]))
-        if with_g0 and self._g0_ref is None:
-            self._g0_ref = share(self.g0)
-        keys = []
-        for c in range(self.nchunks):
-            a, b = int(self.bounds[c]), int(self.bounds[c + 1])
-            g0 = (_rows, self._g0_ref, a, b) if with_g0 else None
-            layer[(name_g, c)] = (basis.gradient, self._chunk(c), *basis.const, coef_key, a, b,
-                                  g0)
-            keys.append((name_g, c))
-        root = _tree_sum(layer, f"{name_g}-sum", keys)
-        with dask.annotate(**self.rows.annotations([name_s, name_g])):
-            graph = HighLevelGraph.from_collections(name_g, layer, dependencies=self.rows.deps)
-        coef_d = Delayed(coef_key, graph, layer=name_g)
-        sum_d = Delayed(root, graph, layer=name_g)
-        coef_p, sum_p = _compute.persist(coef_d, sum_d)
-        coef, sums = compute(coef_p, sum_p)
-        self.rows.checked_once()
-        return coef, coef_p, sums
-
-    def hessian_product(self, coef_handle: Delayed, p: np.ndarray):
-        """One compute: q = X p, L q, X^T L q. Returns (X^T L q, q)."""
-        basis = self.basis
-        tok = _fresh_token()
-        name_q = f"daskauc-newton-hvp-xs-{tok}"
-        name_l = f"daskauc-newton-hvp-lq-{tok}"
-        name_h = f"daskauc-newton-hvp-{tok}"
-        layer: dict = {}
-        p_key = (f"{name_q}-p", 0)
-        layer[p_key] = p
-        for c in range(self.nchunks):
-            layer[(name_q, c)] = (basis.matvec, self._chunk(c), *basis.const, p_key)
-        lq_key = (name_l, 0)
-        layer[lq_key] = (_hvp_laplacian, [(name_q, c) for c in range(self.nchunks)],
-                         coef_handle.key)
-        keys = []
-        for c in range(self.nchunks):
-            a, b = int(self.bounds[c]), int(self.bounds[c + 1])
-            layer[(name_h, c)] = (_hvp_block, basis.rmatvec, self._chunk(c), basis.const,
-                                  lq_key, a, b)
-            keys.append((name_h, c))
-        root = _tree_sum(layer, f"{name_h}-sum", keys)
-        out_key = (f"{name_h}-out", 0)
-        layer[out_key] = (_hvp_result, lq_key, root)
-        with dask.annotate(**self.rows.annotations([name_q, name_h])):
-            graph = HighLevelGraph.from_collections(name_h, layer,
-                                                    dependencies=[*self.rows.deps, coef_handle])
-        (xtlq, q) = compute(Delayed(out_key, graph, layer=name_h))[0]
-        return xtlq, q
-
-    def scores(self, Xv: da.Array, w: np.ndarray) -> np.ndarray:
-        """``Xv w`` in this basis for another row-chunked array (validation rows)."""
-        tok = _fresh_token()
-        name = f"daskauc-newton-val-scores-{tok}"
-        layer: dict = {(f"{name}-w", 0): w}
-        for c in range(Xv.numblocks[0]):
-            layer[(name, c)] = (self.basis.matvec, (Xv.name, c, 0), *self.basis.const,
-                                (f"{name}-w", 0))
-        layer[(f"{name}-cat", 0)] = (_concatenate, [(name, c) for c in range(Xv.numblocks[0])])
-        graph = HighLevelGraph.from_collections(name, layer, dependencies=[Xv])
-        return compute(Delayed((f"{name}-cat", 0), graph, layer=name))[0]
-
-
-# ------------------------------------------------------------------- objective and products
-
-
-def _operator_for(X, y, C: float) -> _PairwiseOperator:
-    check_param("C", C, float, low=0.0, include_low=False)
-    Xd, yd, _ = check_X_y(X, y)
-    return _PairwiseOperator(Xd, np.asarray(compute(yd)[0]), float(C), precondition=False)
-
-
-def _as_vector(v, r: int, name: str) -> np.ndarray:
-    v = np.array(v, dtype=np.float64, copy=True).ravel()
-    if v.shape != (r,):
-        raise ValueError(f"{name} must have shape ({r},) to match X's {r} columns; got {v.shape}")
-    if not np.isfinite(v).all():
-        raise ValueError(f"{name} contains NaN or infinity")
-    return v
-
-
-def objective_gradient(X, y, w, *, C: float = 1.0) -> tuple[float, np.ndarray]:
-    """``F(w)`` and ``grad F(w) = w + 2C X^T g`` through the solver's own graph (one compute).
-
-    ``F(w) = 1/2 ||w||^2 + C sum_{i in P} sum_{j in N} max(0, 1 - w.x_i + w.x_j)^2``; ``X``
-    and ``y`` as for :func:`prsvm_newton`.
-    """
-    op = _operator_for(X, y, C)
-    w = _as_vector(w, op.X.shape[1], "w")
-    with _threads_limit(_distributed_client()):
-        coef, _, sums = op.scores_and_gradient(w, (op.pos, op.neg), with_g0=False)
-    return 0.5 * float(w @ w) + op.C * coef.loss, w + 2.0 * op.C * sums[0]
-
-
-def hessian_product(X, y, w, v, *, C: float = 1.0) -> np.ndarray:
-    """Generalized Hessian at ``w`` times ``v``: ``v + 2C X^T L X v`` (the solver's graphs).
-
-    ``L`` is the Laplacian of the pairs active at ``w`` (``1 - w.x_i + w.x_j > 0``).
-    """
-    op = _operator_for(X, y, C)
-    w = _as_vector(w, op.X.shape[1], "w")
-    v = _as_vector(v, op.X.shape[1], "v")
-    with _threads_limit(_distributed_client()):
-        _, handle, _ = op.scores_and_gradient(w, (op.pos, op.neg), with_g0=False)
-        xtlq, _ = op.hessian_product(handle, v)
-    return v + 2.0 * op.C * xtlq
-
-
-def _threads_limit(client):
-    """One BLAS thread per task under the threaded scheduler (workers already have one)."""
-    return _config.blas_limit(1) if client is None else contextlib.nullcontext()
-
-
-# ----------------------------------------------------------------------------------- solver
-
-
-def _validation_auc(op: _PairwiseOperator, Xv, yv, w) -> float:
+def _validation_auc(op: PairwiseOperator, Xv, yv, w) -> float:
     from ..metrics import roc_auc
 
     return float(roc_auc(yv, op.scores(Xv, w)))
@@ -506,11 +192,7 @@ def prsvm_newton(
     if w0 is None:
         w = np.zeros(r)
     else:
-        w = np.array(w0, dtype=np.float64, copy=True).ravel()
-        if w.shape != (r,):
-            raise ValueError(f"w0 must have shape ({r},) to match X's {r} columns; got {w.shape}")
-        if not np.isfinite(w).all():
-            raise ValueError("w0 contains NaN or infinity")
+        w = as_vector(w0, r, "w0")
 
     Xv = yv = None
     if X_val is not None:
@@ -522,13 +204,13 @@ def prsvm_newton(
         yv, _ = as_labels(y_val, name="y_val")
         yv = np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
 
-    client = _distributed_client()
+    client = distributed_client()
     X, cached = place_rows(X, persist, client)
     persisted = cached is None and is_materialized(X)
 
-    with _threads_limit(client):
-        return _newton_loop(
-            _PairwiseOperator(X, y_np, C, precondition, cached=cached), w, tol=tol,
+    with threads_limit(client):
+        return newton_loop(
+            PairwiseOperator(X, y_np, C, precondition, cached=cached), w, tol=tol,
             max_iter=max_iter,
             cg_tol=cg_tol, max_cg=max_cg, line_search=line_search, decrement_tol=decrement_tol,
             callback=callback, Xv=Xv, yv=yv, persisted=persisted, resume=resume,
@@ -536,7 +218,7 @@ def prsvm_newton(
         )
 
 
-def _newton_loop(op: _PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, line_search,
+def newton_loop(op: PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, line_search,
                  decrement_tol, callback, Xv, yv, persisted, resume=None,
                  on_step=None) -> SolverResult:
     """The truncated Newton iterations. ``on_step(snapshot)`` is called after every step
