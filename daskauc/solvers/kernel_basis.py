@@ -30,7 +30,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .. import _compute, _config
 from .._compute import compute, share
-from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from .._validation import as_row_chunked, check_param, check_X_y
 from ..engine.placement import should_persist, worker_records
 from ._graphs import fresh_token, tree_sum
 from ._kernel_basis_kernels import (
@@ -311,18 +311,6 @@ def _check_alpha(alpha0, m: int) -> np.ndarray:
     if not np.isfinite(a).all():
         raise ValueError("alpha0 contains NaN or infinity")
     return a
-
-
-def _validation(X_val, y_val, d: int):
-    if X_val is None:
-        return None, None
-    if y_val is None:
-        raise ValueError("X_val was given without y_val")
-    Xv = as_row_chunked(X_val, name="X_val")
-    if Xv.shape[1] != d:
-        raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {d}")
-    yv, _ = as_labels(y_val, name="y_val")
-    return Xv, np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
 
 
 # ---------------------------------------------------------------------------- one pass

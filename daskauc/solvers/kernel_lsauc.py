@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from .._compute import distributed_client
-from .._validation import check_param
+from .._validation import check_param, validation_set
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (
@@ -30,7 +30,6 @@ from .kernel_basis import (
     _pass_graph,
     _prepare_rows,
     _share,
-    _validation,
     build_preconditioner,
     gaussian_centres,
     kernel_gram_matvec_block,
@@ -84,7 +83,7 @@ def kernel_lsauc(
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, check_input)
     m = C.shape[0]
     alpha = _check_alpha(alpha0, m)
-    Xv, yv = _validation(X_val, y_val, Xd.shape[1])
+    Xv, yv = validation_set(X_val, y_val, Xd.shape[1])
     pos, neg = class_indices(y_np)
     npos, nneg = pos.size, neg.size
 

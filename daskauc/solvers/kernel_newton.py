@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._compute import distributed_client
-from .._validation import as_labels, check_param
+from .._validation import as_labels, check_param, validation_set
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (
@@ -40,7 +40,6 @@ from .kernel_basis import (
     _check_problem,
     _prepare_rows,
     _share,
-    _validation,
     build_preconditioner,
     gaussian_centres,
     kernel_matvec_block,
@@ -243,7 +242,7 @@ def kernel_pairwise_newton(
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, check_input)
     m = C.shape[0]
     alpha = _check_alpha(alpha0, m)
-    Xv, yv = _validation(X_val, y_val, Xd.shape[1])
+    Xv, yv = validation_set(X_val, y_val, Xd.shape[1])
     pos, neg = class_indices(y_np)
     n_pairs = float(pos.size) * float(neg.size)
     C_loop = 1.0 / (lam * n_pairs)

@@ -36,7 +36,7 @@ import dask.array as da
 import numpy as np
 
 from .._compute import compute, distributed_client
-from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from .._validation import as_row_chunked, check_param, check_X_y, validation_set
 from ..engine.placement import place_rows
 from ..engine.progress import report as report_progress
 from ..engine.stream import is_materialized
@@ -194,15 +194,7 @@ def prsvm_newton(
     else:
         w = as_vector(w0, r, "w0")
 
-    Xv = yv = None
-    if X_val is not None:
-        if y_val is None:
-            raise ValueError("X_val was given without y_val")
-        Xv = as_row_chunked(X_val, name="X_val")
-        if Xv.shape[1] != r:
-            raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {r}")
-        yv, _ = as_labels(y_val, name="y_val")
-        yv = np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
+    Xv, yv = validation_set(X_val, y_val, r)
 
     client = distributed_client()
     X, cached = place_rows(X, persist, client)
