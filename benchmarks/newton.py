@@ -120,9 +120,9 @@ def _kernels(X, rows=50_000):
 
 
 def _hvp_seconds(Xd, y, C, repeat):
-    from daskauc.solvers.newton import _PairwiseOperator
+    from daskauc.solvers.pairwise import PairwiseOperator
 
-    op = _PairwiseOperator(Xd, y, C)
+    op = PairwiseOperator(Xd, y, C)
     rng = np.random.default_rng(4)
     w = rng.standard_normal(Xd.shape[1]) * 0.05
     _, handle, _ = op.scores_and_gradient(w, (op.pos, op.neg), with_g0=False)
@@ -159,8 +159,12 @@ def _train(Xd, y, C, tol, **kw):
 def _lbfgs(X, y, C, tol, max_seconds):
     from scipy.optimize import minimize
 
-    from daskauc.solvers.newton import _block_matvec, _block_rmatvec
-    from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
+    from daskauc.solvers.pairwise import (
+        block_matvec,
+        block_rmatvec,
+        class_indices,
+        pairwise_coefficients,
+    )
 
     pos, neg = class_indices(y)
     hint = [pos, neg]
@@ -168,9 +172,9 @@ def _lbfgs(X, y, C, tol, max_seconds):
 
     def fg(w):
         n_eval[0] += 1
-        c = pairwise_coefficients(_block_matvec(X, w), *hint)
+        c = pairwise_coefficients(block_matvec(X, w), *hint)
         hint[:] = [c.pos_idx, c.neg_idx]
-        return 0.5 * w @ w + C * c.loss, w + 2 * C * _block_rmatvec(X, c.g)
+        return 0.5 * w @ w + C * c.loss, w + 2 * C * block_rmatvec(X, c.g)
 
     g0 = np.linalg.norm(fg(np.zeros(X.shape[1]))[1])
     last = {}

@@ -54,6 +54,7 @@ def main(argv=None) -> int:
     args = Parser(__doc__, seed=None).parse_args(argv)  # no random draws
     from distributed import Client, LocalCluster
 
+    import daskauc.engine.placement as placement
     import daskauc.solvers.newton as newton
     from daskauc import open_dataset, roc_auc
 
@@ -66,16 +67,16 @@ def main(argv=None) -> int:
         Xte, yte = te.X.compute(), te.y.compute()
         raw = raw_pass_seconds(client, train)
         print(f"raw read of one pass (2 workers): {raw:.3f} s", flush=True)
-        real_budget = newton.memory_budget
+        real_budget = placement.memory_budget
         for mode, persist in (("persisted", True), ("half cached", "auto"),
                               ("streamed", False)):
             if mode == "half cached":
-                newton.memory_budget = lambda client=None, working_bytes=0: ds.X.nbytes // 2
+                placement.memory_budget = lambda client=None, working_bytes=0: ds.X.nbytes // 2
             with MemorySampler() as mem:
                 t = time.perf_counter()
                 res = newton.prsvm_newton(ds.X, y, C=C, tol=TOL, persist=persist)
                 seconds = time.perf_counter() - t
-            newton.memory_budget = real_budget
+            placement.memory_budget = real_budget
             n_hv = sum(h.get("cg_iter", 0) for h in res.history)
             passes = 2 * len(res.history) + 2 * n_hv
             rows.append({"mode": mode, "seconds": seconds, "newton": res.n_iter,

@@ -62,10 +62,10 @@ def main(argv=None) -> None:
     from distributed import Client, LocalCluster
 
     from daskauc.data import ingest, open_dataset, split_store
+    from daskauc.engine.placement import should_persist
     from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
     from daskauc.estimators.ranksvm import RankSVM
     from daskauc.metrics import roc_auc
-    from daskauc.solvers.newton import should_persist
 
     work = args.workdir or tempfile.mkdtemp(prefix="daskauc-ooc-")
     p = lambda name: os.path.join(work, name)  # noqa: E731

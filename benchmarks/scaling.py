@@ -190,10 +190,11 @@ def _newton_product(client, record: dict, E, w: np.ndarray) -> None:
     """Time one Hessian product of NBAUC's Newton solver at ``w`` (``persist="auto"``: the
     rows that fit in half the workers' memory kept there, the rest streamed); the cached rows
     are released afterwards."""
-    from daskauc.solvers.newton import _PairwiseOperator, place_rows
+    from daskauc.engine.placement import place_rows
+    from daskauc.solvers.pairwise import PairwiseOperator
 
     Xp, cached = place_rows(E.X, "auto")
-    op = _PairwiseOperator(Xp, E.y.compute(), 1e-3, cached=cached)
+    op = PairwiseOperator(Xp, E.y.compute(), 1e-3, cached=cached)
     record["newton_cached_fraction"] = op.rows.cached_rows / record["n"]
     _, handle, _ = op.scores_and_gradient(w, (op.pos, op.neg), False)
     p = np.random.default_rng(0).standard_normal(w.shape[0])

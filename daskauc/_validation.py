@@ -506,6 +506,21 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
     return Xd, yd, classes
 
 
+def validation_set(X_val, y_val, n_features: int):
+    """``(Xv, yv)`` for a solver's validation AUC: ``X_val`` as a row-chunked dask array of
+    ``n_features`` columns and ``y_val`` as numpy {-1,+1} labels; ``(None, None)`` without
+    ``X_val``."""
+    if X_val is None:
+        return None, None
+    if y_val is None:
+        raise ValueError("X_val was given without y_val")
+    Xv = as_row_chunked(X_val, name="X_val")
+    if Xv.shape[1] != n_features:
+        raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {n_features}")
+    yv, _ = as_labels(y_val, name="y_val")
+    return Xv, np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
+
+
 # ----------------------------------------------------------------------------- parameters
 
 

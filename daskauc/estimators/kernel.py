@@ -453,9 +453,10 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         return np.asarray(sel.centres, dtype=np.float64), sel.labels, sel.index
 
     def _route(self, n, d, m):
+        from .._compute import distributed_client as _distributed_client
         from ..engine.cost import route_costs
+        from ..engine.placement import memory_budget
         from ..solvers.kernel_basis import _n_threads
-        from ..solvers.newton import _distributed_client, memory_budget
 
         client = _distributed_client()
         budget = memory_budget(client) if self.persist is not False else 0.0

@@ -25,7 +25,9 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
-from ..solvers.newton import LINE_SEARCHES, prsvm_newton, should_persist
+from ..engine.placement import should_persist
+from ..solvers.linesearch import LINE_SEARCHES
+from ..solvers.newton import prsvm_newton
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
 

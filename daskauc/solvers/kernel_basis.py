@@ -30,7 +30,9 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .. import _compute, _config
 from .._compute import compute, share
-from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from .._validation import as_row_chunked, check_param, check_X_y
+from ..engine.placement import should_persist, worker_records
+from ._graphs import fresh_token, tree_sum
 from ._kernel_basis_kernels import (
     _exp_tile,
     _strip_rmatvec,
@@ -38,7 +40,6 @@ from ._kernel_basis_kernels import (
     _tile_matvec_store,
     _tile_rmatvec,
 )
-from .newton import _fresh_token, _tree_sum, _workers, should_persist
 from .preconditioner import NystroemPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -234,7 +235,7 @@ def _share(gc: GaussianCentres, client):
 
 
 def _n_threads(client) -> int:
-    workers = _workers(client)
+    workers = worker_records(client)
     if workers:
         return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
     return os.cpu_count() or 1
@@ -312,24 +313,12 @@ def _check_alpha(alpha0, m: int) -> np.ndarray:
     return a
 
 
-def _validation(X_val, y_val, d: int):
-    if X_val is None:
-        return None, None
-    if y_val is None:
-        raise ValueError("X_val was given without y_val")
-    Xv = as_row_chunked(X_val, name="X_val")
-    if Xv.shape[1] != d:
-        raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {d}")
-    yv, _ = as_labels(y_val, name="y_val")
-    return Xv, np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
-
-
 # ---------------------------------------------------------------------------- one pass
 
 
 def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce: bool):
     """One pass: ``fn(chunk, centres, *args_c)`` per chunk, tree-summed or concatenated."""
-    tok = _fresh_token()
+    tok = fresh_token()
     full = f"{name}-{tok}"
     layer: dict = {}
     keys = []
@@ -337,7 +326,7 @@ def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce:
         layer[(full, c)] = (fn, (X.name, c, 0), centres_ref, *per_chunk_args(c))
         keys.append((full, c))
     if reduce:
-        root = _tree_sum(layer, f"{full}-sum", keys)
+        root = tree_sum(layer, f"{full}-sum", keys)
     else:
         root = (f"{full}-cat", 0)
         layer[root] = (np.concatenate, keys)
@@ -357,7 +346,7 @@ def kernel_scores(X, centres, gamma: float, alpha, *, dtype=None):
     if isinstance(X, da.Array):
         Xd = X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
         gc = gaussian_centres(centres, gamma, np.dtype(dtype) if dtype else Xd.dtype)
-        tok = _fresh_token()
+        tok = fresh_token()
         name = f"daskauc-kernel-scores-{tok}"
         layer: dict = {(f"{name}-centres", 0): gc, (f"{name}-alpha", 0): alpha}
         for c in range(Xd.numblocks[0]):
