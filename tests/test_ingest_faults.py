@@ -20,6 +20,7 @@ import pytest
 from daskauc.data.ingest import ingest
 
 ingest_mod = importlib.import_module("daskauc.data.ingest")
+sources_mod = importlib.import_module("daskauc.data.sources")
 
 # on a distributed cluster a failed write's other tasks can still be writing chunks into the
 # hidden partial store when the abort removes it (workers are not told to stop; see
@@ -108,7 +109,7 @@ def test_damage_found_by_the_spill_pass_of_a_shuffle(tmp_path, monkeypatch):
 def test_damage_that_decodes_to_bad_text_is_reported_as_damage(tmp_path, monkeypatch):
     """gzip level 0 stores the text as is: flipped bytes reach the parser as a malformed line
     long before the stream's CRC is checked; the parse error is then traced to the damage."""
-    monkeypatch.setattr(ingest_mod, "_BLOCK_BYTES", 1 << 16)  # the file is many blocks
+    monkeypatch.setattr(sources_mod, "_BLOCK_BYTES", 1 << 16)  # the file is many blocks
     src = tmp_path / "stored.svm.gz"
     src.write_bytes(_damage(gzip.compress(_libsvm_text(), compresslevel=0), "flipped"))
     with pytest.raises(ValueError, match=r"stored.svm.gz is truncated or corrupt \(gzip: CRC"):
@@ -459,7 +460,7 @@ def test_long_lines_up_to_the_limit_are_read(tmp_path, monkeypatch):
     from daskauc import _config
 
     row = "+1 " + " ".join(f"{j}:{j}" for j in range(1, 60))
-    monkeypatch.setattr(ingest_mod, "_BLOCK_BYTES", 64)
+    monkeypatch.setattr(sources_mod, "_BLOCK_BYTES", 64)
     monkeypatch.setattr(_config, "MAX_LINE_BYTES", len(row) - 1)
     src = tmp_path / "f.svm"
     src.write_text(f"-1 1:5\n{row[:-1]}\n-1 2:1\n{row}\n")  # 59:5 fits, 59:59 does not
@@ -480,14 +481,14 @@ def test_a_wide_first_line_is_inspected_without_a_list_of_its_fields(tmp_path, d
     head = [(0, delimiter.join(["0.5"] * d + ["1"]))]
     tracemalloc.start()
     try:
-        layout = ingest_mod._dense_layout("w.csv", head, delimiter, None, -1, None)
+        layout = sources_mod._dense_layout("w.csv", head, delimiter, None, -1, None)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert layout["n_cols"] == d + 1 and layout["header"] is False
     assert peak < 20 * 2**20, peak
     numbered = [(0, delimiter.join(str(k) for k in range(1, 6)))]
-    assert ingest_mod._dense_layout("h.csv", numbered, delimiter, None, -1, None)["header"]
+    assert sources_mod._dense_layout("h.csv", numbered, delimiter, None, -1, None)["header"]
 
 
 def test_a_long_label_token_is_coded_in_bounded_blocks(tmp_path, monkeypatch):
@@ -550,7 +551,7 @@ def test_the_shuffle_keeps_its_permutation_on_disk_and_its_order(tmp_path, monke
     can report."""
     import tracemalloc
 
-    monkeypatch.setattr(ingest_mod, "_BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(sources_mod, "_BLOCK_BYTES", 1 << 16)
     peaks = {}
     for n in (2000, 200_000, 400_000):  # the first warms up imports and caches
         src = tmp_path / f"rows{n}.svm"
