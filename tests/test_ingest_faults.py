@@ -20,6 +20,7 @@ import pytest
 from daskauc.data.ingest import ingest
 
 ingest_mod = importlib.import_module("daskauc.data.ingest")
+parse_mod = importlib.import_module("daskauc.data.parse")
 sources_mod = importlib.import_module("daskauc.data.sources")
 
 # on a distributed cluster a failed write's other tasks can still be writing chunks into the
@@ -233,15 +234,15 @@ def test_long_rows_of_slow_values_need_no_bigger_slow_list(tmp_path, monkeypatch
     """Values the exact fast path hands to Python are listed in a fixed-size list; a row with
     more of them than room is finished after the list is emptied (it used to double the list
     without bound: 32 bytes per value of the longest line)."""
-    monkeypatch.setattr(ingest_mod, "_SLOW_CAPACITY", 3)
+    monkeypatch.setattr(parse_mod, "_SLOW_CAPACITY", 3)
     sizes = set()
-    real_fix = ingest_mod._Parser._fix_slow
+    real_fix = parse_mod._Parser._fix_slow
 
     def recording_fix(self, buf):
         sizes.add(self.slow.shape[0])
         return real_fix(self, buf)
 
-    monkeypatch.setattr(ingest_mod._Parser, "_fix_slow", recording_fix)
+    monkeypatch.setattr(parse_mod._Parser, "_fix_slow", recording_fix)
     rng = np.random.default_rng(2)
     vals = (rng.normal(size=(40, 9)) * 10.0 ** rng.integers(-40, 40, size=(40, 9))).tolist()
     lab = np.where(np.arange(40) % 3 == 0, 1, -1)
@@ -495,14 +496,14 @@ def test_a_long_label_token_is_coded_in_bounded_blocks(tmp_path, monkeypatch):
     """Label codes gathered every row's token into rows x (longest token) bytes at once:
     one 1 MB label in a chunk of 200,000 rows asked for 200 GB."""
     sizes = []
-    real = ingest_mod._gather_tokens
+    real = parse_mod._gather_tokens
 
     def recording(buf, spans):
         out = real(buf, spans)
         sizes.append(out.nbytes)
         return out
 
-    monkeypatch.setattr(ingest_mod, "_gather_tokens", recording)
+    monkeypatch.setattr(parse_mod, "_gather_tokens", recording)
     long_label = "x" * 2**20
     src = tmp_path / "labels.csv"
     src.write_text("".join(f"{i},{'a' if i % 2 else 'b'}\n" for i in range(200))

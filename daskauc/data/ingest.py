@@ -41,8 +41,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import dask.array as da
@@ -58,7 +57,7 @@ from .._validation import (
     seed_sequence,
 )
 from ..solvers.stream import class_counts_block
-from . import _kernels as K
+from .parse import _Chunk, _overflow_advice, _Parser, _scan, _skip_lines, _ZeroIndexSeen
 from .sources import (
     _FORMATS,
     _compression_of,
@@ -87,253 +86,6 @@ from .store import (
 logger = logging.getLogger("daskauc")
 
 __all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
-
-_SLOW_CAPACITY = 1 << 16
-_TOKEN_BLOCK_BYTES = 8 * 2**20
-
-
-# --------------------------------------------------------------------------------------------
-# parsing
-# --------------------------------------------------------------------------------------------
-
-
-def _shown(tok: str, limit: int = 80) -> str:
-    """A token as quoted in an error message (a token can be a whole line of megabytes)."""
-    return tok if len(tok) <= limit else f"{tok[:limit]}... ({len(tok):,} characters)"
-
-
-def _overflow_advice(dtype) -> str:
-    return (f"overflows {np.dtype(dtype).name} (largest {np.finfo(dtype).max:.6e}); pass "
-            'dtype="float64" (CLI: --dtype float64)')
-
-
-def _cast_checked(block: np.ndarray, target, rows: int | np.ndarray = 0) -> np.ndarray:
-    """``block`` as ``target``; a finite value that becomes infinite is an error naming it
-    (its row: ``rows`` + the block's row, or ``rows[r]`` for the rows of a shuffle)."""
-    with np.errstate(over="ignore"):
-        out = np.asarray(block, dtype=target)
-    if out.dtype.itemsize < np.asarray(block).dtype.itemsize and out.dtype.kind == "f":
-        bad = np.isinf(out)
-        if bad.any():
-            bad &= np.isfinite(block)
-            if bad.any():
-                r, c = (int(v) for v in np.argwhere(bad)[0])
-                row = int(rows[r]) if isinstance(rows, np.ndarray) else rows + r
-                raise ValueError(f"X[{row}, {c}] = {float(block[r, c])!r} "
-                                 f"{_overflow_advice(target)}")
-    return out
-
-
-def _cast_block(block: np.ndarray, target, block_info=None) -> np.ndarray:
-    return _cast_checked(block, target, block_info[0]["array-location"][0][0])
-
-
-class _ZeroIndexSeen(Exception):
-    """A 0 feature index appeared while reading 1-based (auto mode restarts 0-based)."""
-
-
-def _gather_tokens(buf: np.ndarray, spans: np.ndarray) -> np.ndarray:
-    """Byte tokens ``buf[s:e]`` for each span, as a fixed-width ``S`` array (vectorized)."""
-    lens = spans[:, 1] - spans[:, 0]
-    width = max(int(lens.max()) if lens.size else 1, 1)
-    offs = np.arange(width)
-    idx = np.minimum(spans[:, :1] + offs, buf.shape[0] - 1)
-    mat = np.where(offs < lens[:, None], buf[idx], 0).astype(np.uint8)
-    return np.ascontiguousarray(mat).view(f"S{width}").ravel()
-
-
-class _Chunk:
-    """One parsed row chunk: X rows, label codes and the file line of each row."""
-
-    __slots__ = ("X", "codes", "lines")
-
-    def __init__(self, X, codes, lines):
-        self.X, self.codes, self.lines = X, codes, lines
-
-
-class _Parser:
-    """Drive a parse kernel over blocks of lines; yield full row chunks."""
-
-    def __init__(self, path: str, fmt: str, n_features: int, dtype: np.dtype, chunk_rows: int,
-                 *, index_base: int = 1, label_col: int = 0, n_cols: int = 0, delim: int = -1):
-        self.path, self.fmt, self.index_base = path, fmt, index_base
-        self.label_col, self.n_cols, self.delim = label_col, n_cols, delim
-        self.X = np.zeros((chunk_rows, n_features), dtype=dtype)
-        self.spans = np.zeros((chunk_rows, 2), dtype=np.int64)
-        self.lines = np.zeros(chunk_rows, dtype=np.int64)
-        self.codes = np.zeros(chunk_rows, dtype=np.int32)
-        self.slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
-        # [max index, min index, slow entries, values stored, line of the max index]
-        self.stats = np.array([0, np.iinfo(np.int64).max, 0, 0, 0], dtype=np.int64)
-        self.filled = 0
-        self.line = 0
-        self.resume = -1  # >= 0: the next call continues a row stopped by a full `slow`
-        self.tokens: dict[bytes, int] = {}
-
-    def _call(self, buf, pos):
-        if self.fmt == "libsvm":
-            return K._parse_libsvm(buf, self.X, self.spans, self.lines, self.slow, self.stats,
-                                   pos, self.filled, self.line, self.index_base, self.resume)
-        return K._parse_dense(buf, self.X, self.spans, self.lines, self.slow, self.stats,
-                              pos, self.filled, self.line, self.label_col, self.n_cols,
-                              self.delim, self.resume)
-
-    @property
-    def values_read(self) -> int:
-        """LIBSVM index:value pairs stored so far."""
-        return int(self.stats[3])
-
-    def feed(self, buf: np.ndarray, start: int = 0) -> Iterator[_Chunk]:
-        pos = start
-        while True:
-            row0 = self.filled
-            pos, r, line, status, err = self._call(buf, pos)
-            if status < 0:
-                self._raise(buf, status, err, line)
-            if r > row0:
-                self._codes(buf, row0, r)
-            self._fix_slow(buf)
-            self.resume = err if status == K.SLOW_FULL else -1
-            self.filled, self.line = r, line
-            if status == K.FULL:
-                yield self._emit()
-            elif status == K.DONE:
-                return
-
-    def finish(self) -> Iterator[_Chunk]:
-        if self.filled:
-            yield self._emit()
-
-    def _emit(self) -> _Chunk:
-        n = self.filled
-        X = self.X[:n]
-        if not np.isfinite(X).all():
-            r, c = np.argwhere(~np.isfinite(X))[0]
-            raise ValueError(
-                f"{self.path}, line {self.lines[r] + 1}: non-finite value {X[r, c]} in feature "
-                f"column {c} (0-based); remove or impute NaN/inf before ingesting"
-            )
-        chunk = _Chunk(X, self.codes[:n], self.lines[:n])
-        return chunk
-
-    def reset(self) -> None:
-        """Called by the consumer once it has written the emitted chunk."""
-        if self.fmt == "libsvm":
-            self.X[: self.filled] = 0
-        self.filled = 0
-
-    def check_dense(self, rows: int) -> None:
-        """The densifying rule of :func:`_check_dense` over the rows read so far."""
-        _check_dense(self.path, rows, self.X.shape[1], self.X.itemsize, int(self.stats[3]),
-                     int(self.stats[0]), int(self.stats[4]) + 1, so_far=True)
-
-    def _codes(self, buf, a, b) -> None:
-        """Code rows a..b-1 by their raw label token, a few MiB of tokens at a time (rows x
-        the longest token at once took 200 GB for one 1 MB label in a 200,000-row chunk)."""
-        spans, table, cap = self.spans, self.tokens, _config.MAX_LABELS
-        longest = int((spans[a:b, 1] - spans[a:b, 0]).max())
-        step = max(1, _TOKEN_BLOCK_BYTES // max(1, longest))
-        for s in range(a, b, step):
-            e = min(b, s + step)
-            before = len(table)
-            uniq, inv = np.unique(_gather_tokens(buf, spans[s:e]), return_inverse=True)
-            m = np.array([table.setdefault(bytes(t), len(table)) for t in uniq], dtype=np.int32)
-            codes = self.codes[s:e] = m[inv.ravel()]
-            if len(table) > cap:  # the row whose label is the first beyond the cap, in order
-                new = np.flatnonzero(codes >= before)
-                _, first = np.unique(codes[new], return_index=True)
-                r = s + int(np.sort(new[first])[cap - before])
-                tok = bytes(buf[spans[r, 0] : spans[r, 1]]).decode("utf-8", "replace")
-                raise ValueError(
-                    f"{self.path}, line {self.lines[r] + 1}: more than {cap:,} distinct labels "
-                    f"(this one: {_shown(tok)!r}): is the label column a regression target or "
-                    "an ID? check the format and label_column, or raise "
-                    "daskauc._config.MAX_LABELS if the file really has that many classes")
-
-    def _fix_slow(self, buf) -> None:
-        k = int(self.stats[2])
-        X = self.X
-        for row, col, s, e in self.slow[:k]:
-            tok = bytes(buf[s:e]).decode("utf-8", "replace").strip().strip("\"'")
-            try:
-                v = float(tok)
-            except ValueError:
-                raise ValueError(
-                    f"{self.path}, line {self.lines[row] + 1}: cannot read {_shown(tok)!r} as "
-                    f"a number (feature column {col}, 0-based)"
-                ) from None
-            with np.errstate(over="ignore"):
-                X[row, col] = v
-            if np.isinf(X[row, col]) and np.isfinite(v):  # the fast path never overflows
-                raise ValueError(
-                    f"{self.path}, line {self.lines[row] + 1}: {_shown(tok)} in feature column "
-                    f"{col} (0-based) {_overflow_advice(X.dtype)}")
-        self.stats[2] = 0
-
-    def _raise(self, buf, status, err, line) -> None:
-        tail = buf[err:]
-        blank = np.flatnonzero((tail == 9) | (tail == 10) | (tail == 13) | (tail == 32))
-        end = err + (int(blank[0]) if blank.size else tail.shape[0])
-        tok = _shown(bytes(buf[err:end]).decode("utf-8", "replace"))
-        where = f"{self.path}, line {line + 1}"
-        d = self.X.shape[1]
-        if status == K.E_ZERO:
-            if self.index_base == 1:
-                raise _ZeroIndexSeen(where)
-        if status == K.E_RANGE:
-            raise ValueError(
-                f"{where}: feature index in {tok!r} is beyond n_features={d} (indices read as "
-                f"{self.index_base}-based); pass a larger n_features or leave it None"
-            )
-        if status in (K.E_INDEX, K.E_ZERO):
-            raise ValueError(f"{where}: {tok!r} does not start with a valid feature index")
-        if status == K.E_COLON:
-            raise ValueError(f"{where}: token {tok!r} is not of the form index:value")
-        if status == K.E_EMPTY:
-            raise ValueError(f"{where}: empty value near {tok!r}")
-        raise ValueError(
-            f"{where}: expected {self.n_cols} fields (as in the first data line), found another "
-            "number; check the delimiter and the rows"
-        )
-
-
-def _scan(path, compression, fmt, hasher) -> _ScanStats:
-    """Rows, extreme feature indices and where index 0 occurs (LIBSVM), in one pass."""
-    stats = np.array([0, -1, np.iinfo(np.int64).max, 0, 0, 0, 0, 0, 0, 0], dtype=np.int64)
-    kernel = K._scan_libsvm if fmt == "libsvm" else K._scan_rows
-    with _open_text(path, compression, hasher) as f:
-        for buf in _iter_blocks(f):
-            kernel(buf, stats)
-    return _ScanStats(*(int(v) for v in stats))
-
-
-@dataclass(frozen=True)
-class _ScanStats:
-    rows: int
-    max_index: int
-    min_index: int
-    rows_with_zero: int
-    rows_with_index: int
-    lines: int
-    first_zero_line: int
-    first_line_without_zero: int
-    values: int  # index:value tokens (LIBSVM)
-    max_index_line: int  # 1-based
-
-    def index_base(self, path) -> int:
-        """"auto" mode: 0-based only for a file that is 0-based throughout (index 0 on every
-        row with indices); one stray ``0:`` in a 1-based file is an error naming its line."""
-        if self.rows_with_zero == 0:
-            return 1
-        if self.rows_with_zero == self.rows_with_index:
-            logger.info("%s: every row has feature index 0; reading it as 0-based", path)
-            return 0
-        raise ValueError(
-            f"{path}, line {self.first_zero_line}: feature index 0, but line "
-            f"{self.first_line_without_zero} (and {self.rows_with_index - self.rows_with_zero - 1}"
-            " other rows) has none: the file mixes 0-based and 1-based rows. Pass "
-            "zero_based=True if it is 0-based (indices are then shifted down by one on every "
-            "row) or correct that line")
 
 
 # --------------------------------------------------------------------------------------------
@@ -696,14 +448,6 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
         shutil.rmtree(spill, ignore_errors=True)
 
 
-def _skip_lines(buf: np.ndarray, n_lines: int) -> int:
-    pos = 0
-    for _ in range(n_lines):
-        nl = np.flatnonzero(buf[pos:] == 10)
-        pos = pos + int(nl[0]) + 1 if nl.size else buf.shape[0]
-    return pos
-
-
 class _DirectWriter:
     """Write chunks in file order; spill label codes to a temporary file."""
 
@@ -971,6 +715,28 @@ def ingest_array(
             "n_samples": n, "n_features": d, "n_positive": n_pos, "n_negative": n - n_pos,
             "classes": classes, "dtype": target.name, "chunk_rows": cr, **base_attrs})
     return open_dataset(store)
+
+
+def _cast_checked(block: np.ndarray, target, rows: int | np.ndarray = 0) -> np.ndarray:
+    """``block`` as ``target``; a finite value that becomes infinite is an error naming it
+    (its row: ``rows`` + the block's row, or ``rows[r]`` for the rows of a shuffle)."""
+    with np.errstate(over="ignore"):
+        out = np.asarray(block, dtype=target)
+    if out.dtype.itemsize < np.asarray(block).dtype.itemsize and out.dtype.kind == "f":
+        bad = np.isinf(out)
+        if bad.any():
+            bad &= np.isfinite(block)
+            if bad.any():
+                r, c = (int(v) for v in np.argwhere(bad)[0])
+                row = int(rows[r]) if isinstance(rows, np.ndarray) else rows + r
+                raise ValueError(f"X[{row}, {c}] = {float(block[r, c])!r} "
+                                 f"{_overflow_advice(target)}")
+    return out
+
+
+def _cast_block(block: np.ndarray, target, block_info=None) -> np.ndarray:
+    return _cast_checked(block, target, block_info[0]["array-location"][0][0])
+
 
 
 def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:
