@@ -52,11 +52,11 @@ from .._validation import (
     as_row_chunked,
     check_not_empty,
     check_param,
-    label_classes,
     reject_sparse,
     seed_sequence,
 )
 from ..solvers.stream import class_counts_block
+from .labels import _array_label_table, _check_pm1, _jsonable, _label_table, _to_pm1
 from .parse import _Chunk, _overflow_advice, _Parser, _scan, _skip_lines, _ZeroIndexSeen
 from .sources import (
     _FORMATS,
@@ -86,53 +86,6 @@ from .store import (
 logger = logging.getLogger("daskauc")
 
 __all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
-
-
-# --------------------------------------------------------------------------------------------
-# labels
-# --------------------------------------------------------------------------------------------
-
-
-def _jsonable(v):
-    if isinstance(v, (np.floating, float)):
-        f = float(v)
-        return int(f) if f.is_integer() else f
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, (np.str_, np.bytes_)):
-        return str(v)
-    return v
-
-
-def _label_table(tokens: dict[bytes, int], pos_label, positive_classes, where: str):
-    """Map label codes to +1/-1; return (lut int8 per code, classes [[neg...], [pos...]])."""
-    if not tokens:
-        raise ValueError(f"{where}: no data rows")
-    raw = [t.decode("utf-8", "replace").strip().strip("\"'") for t in tokens]
-    try:
-        values: np.ndarray = np.array([float(s) for s in raw], dtype=np.float64)
-        if not np.isfinite(values).all():
-            bad = raw[int(np.argmin(np.isfinite(values)))]
-            raise ValueError(f"{where}: label {bad!r} is not a finite number")
-    except ValueError as exc:
-        if "finite" in str(exc):
-            raise
-        values = np.array(raw)
-    uniq, inv = np.unique(values, return_inverse=True)
-    try:
-        positives = label_classes(uniq, pos_label, positive_classes)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
-    is_pos = np.isin(uniq, positives)
-    lut = np.where(is_pos[inv.ravel()], 1, -1).astype(np.int8)
-    classes = [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
-    return lut, classes
-
-
-def _array_label_table(uniq: np.ndarray, pos_label, positive_classes):
-    positives = label_classes(uniq, pos_label, positive_classes)
-    is_pos = np.isin(uniq, positives)
-    return positives, [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -738,22 +691,9 @@ def _cast_block(block: np.ndarray, target, block_info=None) -> np.ndarray:
     return _cast_checked(block, target, block_info[0]["array-location"][0][0])
 
 
-
-def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:
-    return np.where(np.isin(block, positives), 1, -1).astype(np.int8)
-
-
 # --------------------------------------------------------------------------------------------
 # the generic dask writer
 # --------------------------------------------------------------------------------------------
-
-
-def _check_pm1(block: np.ndarray) -> np.ndarray:
-    if block.size and not np.isin(block, (-1, 1)).all():
-        bad = block[~np.isin(block, (-1, 1))][0]
-        raise ValueError(
-            f"y must hold only -1 and +1 (found {bad!r}); map labels with ingest_array")
-    return block.astype(np.int8, copy=False)
 
 
 def _counts_attrs(counts) -> dict:

@@ -7,7 +7,7 @@ dense ``chunk_rows x d`` buffer; :class:`_Parser` drives them and does what they
   token, listed in a fixed-size list, ``_SLOW_CAPACITY``);
 * label codes: labels are not converted while parsing, each row keeps a code for its raw
   label token (at most ``_config.MAX_LABELS`` distinct tokens), mapped to {-1, +1} once the
-  pass is over;
+  pass is over (:mod:`daskauc.data.labels`);
 * errors, each naming the file and the line: a malformed token, NaN or inf, a value that
   overflows the dtype, a ragged dense row, an index beyond ``n_features``, and the 0 index
   of a file read 1-based (:class:`_ZeroIndexSeen`, on which "auto" mode restarts 0-based).
