@@ -22,6 +22,7 @@ from daskauc.data.ingest import ingest
 ingest_mod = importlib.import_module("daskauc.data.ingest")
 parse_mod = importlib.import_module("daskauc.data.parse")
 sources_mod = importlib.import_module("daskauc.data.sources")
+writers_mod = importlib.import_module("daskauc.data.writers")
 
 # on a distributed cluster a failed write's other tasks can still be writing chunks into the
 # hidden partial store when the abort removes it (workers are not told to stop; see
@@ -399,7 +400,7 @@ def test_a_disk_that_fills_up_during_a_one_pass_ingest_is_an_input_error(tmp_pat
     import errno
 
     src = _svm_file(tmp_path / "f.svm")
-    cls = ingest_mod._ShuffleWriter if shuffle else ingest_mod._DirectWriter
+    cls = writers_mod._ShuffleWriter if shuffle else writers_mod._DirectWriter
 
     def full(self, chunk):
         raise OSError(errno.ENOSPC, "No space left on device")
