@@ -36,7 +36,6 @@ at most ``_config.MAX_LINE_BYTES``, the label table at most ``_config.MAX_LABELS
 from __future__ import annotations
 
 import datetime as _dt
-import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -55,7 +54,7 @@ from .._validation import (
 )
 from ..solvers.stream import class_counts_block
 from .labels import _array_label_table, _check_pm1, _jsonable, _label_table, _to_pm1
-from .parse import _overflow_advice, _Parser, _scan, _skip_lines, _ZeroIndexSeen
+from .parse import _overflow_advice, _Parser, _scan, _ZeroIndexSeen
 from .sources import (
     _FORMATS,
     _compression_of,
@@ -77,8 +76,6 @@ from .store import (
     writing_store,
 )
 from .writers import _check_text_space, _DirectWriter, _GuardedTarget, _ShuffleWriter, _spill_dir
-
-logger = logging.getLogger("daskauc")
 
 __all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
 
@@ -309,18 +306,9 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
             else:
                 writer = _DirectWriter(zX, spill, cr, known_rows=n_rows is not None)
             with _open_text(path, compression, None if hasher else hasher) as f:
+                header_lines = opts["header_line"] + 1 if fmt == "csv" and opts["header"] else 0
                 try:
-                    for k, buf in enumerate(_iter_blocks(f)):
-                        start = 0
-                        if k == 0 and fmt == "csv" and opts["header"]:
-                            start = _skip_lines(buf, opts["header_line"] + 1)
-                            parser.line = opts["header_line"] + 1
-                        for chunk in parser.feed(buf, start):
-                            if check_dense:
-                                parser.check_dense(writer.n + chunk.X.shape[0])
-                            writer.write(chunk)
-                            parser.reset()
-                    for chunk in parser.finish():
+                    for chunk in parser.chunks(_iter_blocks(f), header_lines):
                         if check_dense:
                             parser.check_dense(writer.n + chunk.X.shape[0])
                         writer.write(chunk)

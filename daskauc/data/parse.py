@@ -101,6 +101,17 @@ class _Parser:
         """LIBSVM index:value pairs stored so far."""
         return int(self.stats[3])
 
+    def chunks(self, blocks: Iterator[np.ndarray], header_lines: int = 0) -> Iterator[_Chunk]:
+        """The full row chunks of ``blocks``, then the last one; the first ``header_lines``
+        lines are skipped. Call :meth:`reset` once a chunk is written."""
+        for k, buf in enumerate(blocks):
+            start = 0
+            if k == 0 and header_lines:
+                start = _skip_lines(buf, header_lines)
+                self.line = header_lines
+            yield from self.feed(buf, start)
+        yield from self.finish()
+
     def feed(self, buf: np.ndarray, start: int = 0) -> Iterator[_Chunk]:
         pos = start
         while True:
