@@ -11,26 +11,25 @@ line, whatever the input: a chunk is about ``_config.TARGET_CHUNK_BYTES`` or one
 at most ``_config.MAX_LINE_BYTES``, the label table at most ``_config.MAX_LABELS`` tokens):
 
 * The file is decompressed on the fly (``.bz2``, ``.xz``/``.lzma``, ``.gz``, or by magic bytes)
-  and cut into blocks of complete lines that numba kernels parse straight into a dense
-  ``chunk_rows x d`` buffer (:mod:`daskauc.data._kernels`). Numbers are converted exactly
-  (equal to Python's ``float`` of the token).
+  and cut into blocks of complete lines (:mod:`daskauc.data.sources`) that numba kernels
+  parse straight into a dense ``chunk_rows x d`` buffer (:mod:`daskauc.data.parse`). Numbers
+  are converted exactly (equal to Python's ``float`` of the token).
 * The width ``d`` must be known before the first chunk is written. For LIBSVM with
   ``n_features=None`` a first, cheap streaming scan finds the largest feature index and the
   row count (and whether indices are 0-based); with ``n_features`` given the file is read
   once. Dense text gets its width from its first line. ``shuffle=True`` always scans first,
   because the shuffle needs the row count. LIBSVM that would densify into something absurd
   (see ``allow_dense``) is refused before anything is written, and once the size is known
-  the free space of the target's file system is checked before any work.
+  the free space of the target's file system is checked before any work
+  (:mod:`daskauc.data.space`).
 * Damage to compressed input (truncated, corrupt) is one ``ValueError`` naming the file,
   wherever the stream is read.
 * Labels are not converted while parsing: each row keeps a code for its raw label token and
   the codes are spilled to a temporary file. When the pass is over the label set is known,
-  it is mapped to {-1, +1} by the rules of :func:`daskauc._validation.label_classes` and
-  ``y`` is written from the spilled codes (a pass over 4 bytes per row, not over ``X``).
-* ``shuffle=True`` gives a uniformly random row permutation with bounded memory: every row
-  is sent to its destination chunk's region of a temporary spill file as its chunk is
-  parsed, then each destination chunk is read back, put in its final order and written. The
-  permutation itself is a memory-mapped spill file too.
+  it is mapped to {-1, +1} by the rules of :func:`daskauc._validation.label_classes`
+  (:mod:`daskauc.data.labels`) and ``y`` is written from the spilled codes.
+* ``shuffle=True`` gives a uniformly random row permutation with bounded memory, through
+  spill files beside the store (:mod:`daskauc.data.writers`).
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ from .._validation import (
     seed_sequence,
 )
 from ..solvers.stream import class_counts_block
-from .labels import _array_label_table, _check_pm1, _jsonable, _label_table, _to_pm1
+from .labels import _array_label_table, _check_pm1, _label_params, _label_table, _to_pm1
 from .parse import _overflow_advice, _Parser, _scan, _ZeroIndexSeen
 from .sources import (
     _FORMATS,
@@ -65,7 +64,7 @@ from .sources import (
     _iter_blocks,
     _open_text,
 )
-from .space import _check_dense, _check_free_space, _failing_cleanly, _nbytes
+from .space import _check_dense, _check_store_space, _failing_cleanly, _nbytes
 from .store import (
     Dataset,
     PendingStore,
@@ -80,11 +79,6 @@ from .writers import _check_text_space, _DirectWriter, _GuardedTarget, _ShuffleW
 __all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
 
 
-# --------------------------------------------------------------------------------------------
-# ingest from text
-# --------------------------------------------------------------------------------------------
-
-
 def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -95,6 +89,11 @@ def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
     check_param("overwrite", overwrite, bool)
     check_writable(store, overwrite=overwrite)
     return dtype
+
+
+# --------------------------------------------------------------------------------------------
+# ingest from text
+# --------------------------------------------------------------------------------------------
 
 
 def ingest(
@@ -223,9 +222,8 @@ def ingest(
         raise ValueError("header=True applies to dense text, not to LIBSVM files")
 
     params = {
-        "format": fmt, "n_features": n_features, "pos_label": _jsonable(pos_label),
-        "positive_classes": None if positive_classes is None
-        else [_jsonable(v) for v in positive_classes],
+        "format": fmt, "n_features": n_features,
+        **_label_params(pos_label, positive_classes),
         "label_column": label_column, "delimiter": delimiter, "header": header,
         "dtype": dtype.name, "chunk_rows": chunk_rows, "shuffle": shuffle,
         "zero_based": zero_based, "allow_dense": allow_dense,
@@ -416,9 +414,7 @@ def ingest_array(
         "source": "array", "source_format": "dask" if isinstance(X, da.Array) else "numpy",
         "shuffled": bool(shuffle),
         "shuffle_seed": None if seed is None else str(seed.entropy),
-        "params": {"pos_label": _jsonable(pos_label),
-                   "positive_classes": None if positive_classes is None
-                   else [_jsonable(v) for v in positive_classes],
+        "params": {**_label_params(pos_label, positive_classes),
                    "dtype": None if dtype is None else dtype.name, "chunk_rows": chunk_rows,
                    "shuffle": shuffle},
         "created": _dt.datetime.now(tz=_dt.timezone.utc).isoformat(),
@@ -434,8 +430,7 @@ def ingest_array(
             yd = yd.ravel()
         if yd.ndim != 1 or yd.shape[0] != Xd.shape[0]:
             raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
-        _check_free_space(store, Xd.shape[0] * (Xd.shape[1] * Xd.dtype.itemsize + 1),
-                          "X and y uncompressed")
+        _check_store_space(store, *Xd.shape, Xd.dtype.itemsize)
         uniq = np.unique(cluster.compute(da.unique(yd))[0])
         if uniq.dtype.kind == "f" and not np.isfinite(uniq).all():
             raise ValueError("y contains NaN or infinity")
@@ -467,8 +462,7 @@ def ingest_array(
         yn = yn.ravel()
     if yn.ndim != 1 or yn.shape[0] != Xn.shape[0]:
         raise ValueError(f"X has {Xn.shape[0]} rows but y has shape {yn.shape}; they must match")
-    _check_free_space(store, Xn.shape[0] * (Xn.shape[1] * target.itemsize + 1),
-                      "X and y uncompressed")
+    _check_store_space(store, *Xn.shape, target.itemsize)
     if yn.dtype.kind == "f" and not np.isfinite(yn).all():
         row = int(np.argmin(np.isfinite(yn)))
         raise ValueError(f"y contains NaN or infinity (first at row {row})")
@@ -484,8 +478,7 @@ def ingest_array(
     perm = np.random.default_rng(seed).permutation(n) if shuffle else None
     with _failing_cleanly(store), \
             writing_store(store, overwrite=overwrite, kind="dataset") as group:
-        zX = create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=target)
-        zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
+        zX, zy = _create_xy(group, n, d, cr, target)
         for a in range(0, n, cr):
             rows = slice(a, a + cr) if perm is None else perm[a : a + cr]
             zX[a : a + cr] = _cast_checked(Xn[rows], target, a if perm is None else rows)
@@ -521,6 +514,13 @@ def _cast_block(block: np.ndarray, target, block_info=None) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # the generic dask writer
 # --------------------------------------------------------------------------------------------
+
+
+def _create_xy(group, n: int, d: int, cr: int, dtype):
+    """The empty ``X`` (``n`` x ``d``, ``dtype``) and int8 ``y`` of a store, ``cr`` rows a
+    chunk."""
+    return (create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=dtype),
+            create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8))
 
 
 def _counts_attrs(counts) -> dict:
@@ -572,7 +572,7 @@ def write_dataset(
     n, d = Xd.shape
     if n == 0:
         raise ValueError("X has no rows")
-    _check_free_space(store, n * (d * Xd.dtype.itemsize + 1), "X and y uncompressed")
+    _check_store_space(store, n, d, Xd.dtype.itemsize)
     cr = int(chunk_rows or max(Xd.chunks[0]))
     target = tuple([cr] * (n // cr) + ([n % cr] if n % cr else []))
     if Xd.chunks[0] != target:
@@ -584,16 +584,11 @@ def write_dataset(
     counts = yd.map_blocks(class_counts_block, chunks=((1,) * yd.numblocks[0], (2,)), new_axis=1,
                            dtype=np.int64, token="daskauc-class-counts").sum(axis=0)
 
-    def _arrays(group):
-        zX = create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=Xd.dtype)
-        zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
-        return zX, zy
-
     if compute:
         with _failing_cleanly(store), \
                 writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
                               storage_options=storage_options) as group:
-            targets = [_GuardedTarget(z) for z in _arrays(group)]
+            targets = [_GuardedTarget(z) for z in _create_xy(group, n, d, cr, Xd.dtype)]
             try:
                 stored = da.store([Xd, yd], targets, lock=False, compute=False)
                 _, c = cluster.compute(stored, counts)
@@ -606,7 +601,7 @@ def write_dataset(
 
     pending = begin_store(store, kind="dataset", overwrite=overwrite, attrs=meta,
                           storage_options=storage_options)
-    zX, zy = _arrays(pending.group)
+    zX, zy = _create_xy(pending.group, n, d, cr, Xd.dtype)
     stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
     return pending.commit_delayed(stored, counts, attrs_from=_attrs_from_store_and_counts)
 

@@ -45,14 +45,25 @@ def _label_table(tokens: dict[bytes, int], pos_label, positive_classes, where: s
         raise ValueError(f"{where}: {exc}") from None
     is_pos = np.isin(uniq, positives)
     lut = np.where(is_pos[inv.ravel()], 1, -1).astype(np.int8)
-    classes = [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
-    return lut, classes
+    return lut, _classes(uniq, is_pos)
 
 
 def _array_label_table(uniq: np.ndarray, pos_label, positive_classes):
     positives = label_classes(uniq, pos_label, positive_classes)
     is_pos = np.isin(uniq, positives)
-    return positives, [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
+    return positives, _classes(uniq, is_pos)
+
+
+def _classes(uniq: np.ndarray, is_pos: np.ndarray) -> list:
+    """The labels mapped to -1 and those mapped to +1, as JSON values."""
+    return [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
+
+
+def _label_params(pos_label, positive_classes) -> dict:
+    """``pos_label`` and ``positive_classes`` as recorded in a store's ``params``."""
+    return {"pos_label": _jsonable(pos_label),
+            "positive_classes": None if positive_classes is None
+            else [_jsonable(v) for v in positive_classes]}
 
 
 def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:

@@ -96,3 +96,9 @@ def _check_free_space(store, needed: int, detail: str) -> None:
             f"free on the file system of {probe}; free some space or write elsewhere (the "
             "size is uncompressed: if the data compresses well, set "
             "daskauc._config.CHECK_FREE_SPACE = False to write anyway)")
+
+
+def _check_store_space(store, rows: int, d: int, itemsize: int) -> None:
+    """Refuse a local store whose ``X`` (``rows`` x ``d``, ``itemsize`` bytes a value) and
+    int8 ``y`` do not fit uncompressed."""
+    _check_free_space(store, rows * (d * itemsize + 1), "X and y uncompressed")

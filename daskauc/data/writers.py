@@ -22,7 +22,7 @@ import threading
 import numpy as np
 
 from .parse import _Chunk
-from .space import _check_free_space, _nbytes
+from .space import _check_free_space, _check_store_space, _nbytes
 from .store import _is_url, owned_tmp_name, remove_stale, resolve_path
 
 
@@ -30,16 +30,15 @@ def _check_text_space(store, rows: int, d: int, itemsize: int, shuffle: bool) ->
     """The free space a text ingest needs once its first scan knows the rows: X and y, the
     label codes' spill file, and the shuffle's spill files (beside a local store; in the
     temporary directory for a URL)."""
-    data = rows * d * itemsize + rows
     spill = 4 * rows  # label codes
     if shuffle:  # X, each row's place in its chunk, the permutation
         spill += rows * (d * itemsize + 4 + _perm_itemsize(rows))
     if _is_url(os.fspath(store)):
-        _check_free_space(store, data, "X and y uncompressed")
+        _check_store_space(store, rows, d, itemsize)
         _check_free_space(os.path.join(tempfile.gettempdir(), "spill"), spill,
                           "the spill files of the ingest")
         return
-    _check_free_space(store, data + spill,
+    _check_free_space(store, rows * (d * itemsize + 1) + spill,
                       f"X and y uncompressed and {_nbytes(spill)} of spill files")
 
 
@@ -85,11 +84,15 @@ class _DirectWriter:
         for a in range(0, self.n, self.cr):
             m = min(self.cr, self.n - a)
             codes = np.fromfile(self.codes_path, dtype=np.int32, count=m, offset=4 * a)
-            yb = lut[codes]
-            zy[a : a + m] = yb
-            pos = int(np.count_nonzero(yb > 0))
-            counts += (m - pos, pos)
+            _write_labels(zy, a, lut[codes], counts)
         return counts
+
+
+def _write_labels(zy, a: int, yb: np.ndarray, counts: np.ndarray) -> None:
+    """Write ``yb`` to ``y`` from row ``a``; add its (negatives, positives) to ``counts``."""
+    zy[a : a + yb.shape[0]] = yb
+    pos = int(np.count_nonzero(yb > 0))
+    counts += (yb.shape[0] - pos, pos)
 
 
 def _perm_itemsize(n: int) -> int:
@@ -176,9 +179,7 @@ class _ShuffleWriter:
             yb = np.empty(m, dtype=np.int8)
             yb[local] = lut[codes]
             self.zX[a : a + m] = X
-            zy[a : a + m] = yb
-            pos = int(np.count_nonzero(yb > 0))
-            counts += (m - pos, pos)
+            _write_labels(zy, a, yb, counts)
         return counts
 
 
