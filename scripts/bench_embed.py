@@ -74,7 +74,7 @@ def gemm_rate_parallel(dtype=np.float32, n=10000, k=1600, m=1600, repeat=3) -> f
 
 def exp_rate(v: int) -> float:
     """Elements/s of the float32 Gaussian kernel step on one thread (best of 3)."""
-    from daskauc.embed._kernels import _gauss_from_gram_f32
+    from daskauc._gaussian_kernels import _gauss_from_gram_f32
 
     rng = np.random.default_rng(0)
     K0 = rng.standard_normal((20000, v)).astype(np.float32)

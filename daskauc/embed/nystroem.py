@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
 from .._compute import compute, share
+from .._gaussian import gaussian_block
 from .._registry import model_class
 from .._store import Dataset, create_array, open_dataset, open_store, writing_store
 from .._validation import (
@@ -47,7 +48,6 @@ from .._validation import (
     set_features_in,
 )
 from .._version import __version__
-from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
 from .kmeans import _child, _fit_kmeans
 
 __all__ = ["KMeansNystroem", "NystroemRankWarning", "load_embedding_map", "default_gamma",
@@ -159,17 +159,6 @@ def default_gamma(X) -> float:
     return _gamma_from_b(compute(_bandwidth_graph(Xd))[0])
 
 
-def _gram_to_gauss(X: np.ndarray, U: np.ndarray, usq: np.ndarray, gamma: float) -> np.ndarray:
-    """``exp(-gamma ||x_i - u_j||^2)`` for one block, in X's dtype (U, usq already cast)."""
-    K = X @ U.T
-    xsq = np.einsum("ij,ij->i", X, X)
-    if K.dtype == np.float32:
-        _gauss_from_gram_f32(xsq, usq, np.empty(U.shape[0], np.int32), K, gamma)
-    else:
-        _gauss_from_gram_f64(xsq, usq, np.empty(U.shape[0], np.int64), K, gamma)
-    return K
-
-
 def gaussian_kernel(X, Z, gamma: float) -> np.ndarray:
     """Gaussian kernel matrix ``exp(-gamma ||x_i - z_j||^2)`` of two numpy arrays.
 
@@ -182,7 +171,7 @@ def gaussian_kernel(X, Z, gamma: float) -> np.ndarray:
         raise ValueError(f"X has {X.shape[1]} features and Z has {Z.shape[1]}")
     dt = np.result_type(X.dtype, Z.dtype)
     X, Z = X.astype(dt, copy=False), np.ascontiguousarray(Z, dtype=dt)
-    return _gram_to_gauss(X, Z, np.einsum("ij,ij->i", Z, Z), float(gamma))
+    return gaussian_block(X, Z, np.einsum("ij,ij->i", Z, Z), float(gamma))
 
 
 def _caller_level() -> int:
@@ -206,7 +195,7 @@ def _nystroem_block(block, U, usq, M, gamma, mean, scale):
         X = (X - mean) / scale
     if X.shape[0] == 0:
         return np.empty((0, M.shape[1]), U.dtype)
-    return _gram_to_gauss(X, U, usq, gamma) @ M
+    return gaussian_block(X, U, usq, gamma) @ M
 
 
 # ----------------------------------------------------------------------------- estimator

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from .._gaussian import gaussian_centres
 from .._validation import check_param
 from ._result import SolverResult
 from .kernel_basis import (
@@ -30,7 +31,6 @@ from .kernel_basis import (
     _share,
     _validation,
     build_preconditioner,
-    gaussian_centres,
     kernel_gram_matvec_block,
     kernel_matvec_block,
     kernel_rmatvec_block,

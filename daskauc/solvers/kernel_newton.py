@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._gaussian import gaussian_centres
 from .._validation import as_labels, check_param
 from ._result import SolverResult
 from .kernel_basis import (
@@ -40,7 +41,6 @@ from .kernel_basis import (
     _share,
     _validation,
     build_preconditioner,
-    gaussian_centres,
     kernel_matvec_block,
     kernel_rmatvec_block,
 )
