@@ -414,7 +414,7 @@ def test_nystroem_bad_input_errors():
 ])
 def test_embedding_write_chunks_hold_whole_output_chunks(sizes, target, exact, rows,
                                                          rechunked):
-    from daskauc.embed.nystroem import _write_chunking
+    from daskauc.embed.embedding_store import _write_chunking
 
     Xd = da.zeros((sum(sizes), 3), chunks=(sizes, 3))
     got_rows, out = _write_chunking(Xd, target, exact)
