@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._gaussian_kernels import _exp_tile, _gauss_from_gram_f32, _gauss_from_gram_f64
+from ._gaussian_kernels import _exp_tile, _gauss_from_gram
 from ._validation import check_param
 
 
@@ -39,10 +39,7 @@ def gaussian_block(X: np.ndarray, U: np.ndarray, usq: np.ndarray, gamma: float) 
     """``exp(-gamma ||x_i - u_j||^2)`` for one block, in X's dtype (U, usq already cast)."""
     K = X @ U.T
     xsq = np.einsum("ij,ij->i", X, X)
-    if K.dtype == np.float32:
-        _gauss_from_gram_f32(xsq, usq, exp_bits(K.dtype, U.shape[0]), K, gamma)
-    else:
-        _gauss_from_gram_f64(xsq, usq, exp_bits(K.dtype, U.shape[0]), K, gamma)
+    _gauss_from_gram(xsq, usq, exp_bits(K.dtype, U.shape[0]), K, gamma)
     return K
 
 

@@ -8,12 +8,14 @@ digits, grows with ``|x|``: float64 2.8e-16 on [-1, 0], 1.7e-15 on [-50, -10], 2
 -708; float32 1.8e-7 on [-1, 0], 3.8e-7 near -87.
 
 :func:`_exp64` and :func:`_exp32` compute ``p`` and ``k`` of one value, :func:`_pow2_64` and
-:func:`_pow2_32` the bits of ``2^k``; they are inlined into each loop that needs them. Each
-loop stores ``p`` before it computes ``2^k``, as the loops did when every one wrote the
-exponential out itself: the machine code is the same, instruction for instruction. The loops:
+:func:`_pow2_32` the bits of ``2^k``; :func:`_exp` and :func:`_pow2` pick one of them by the
+precision of their argument, so each loop below is written once for float32 and float64. They
+are inlined into the loops, and each loop stores ``p`` before it computes ``2^k``, as the loops
+did when each of the four wrote the exponential out itself: the machine code is the same as
+theirs, instruction for instruction. The loops:
 
-* ``_gauss_from_gram_f32`` / ``_f64``: a Gram block ``x_i . u_j`` and the norms turned into
-  the kernel block in place (the Nystroem map's form, :func:`daskauc._gaussian.gaussian_block`);
+* ``_gauss_from_gram``: a Gram block ``x_i . u_j`` and the norms turned into the kernel block
+  in place (the Nystroem map's form, :func:`daskauc._gaussian.gaussian_block`);
 * ``_exp_split`` / ``_exp_tile``: the exponential of a row / a tile of exponents
   ``-gamma ||x_i - c_j||^2`` (the kernel-basis form, :func:`daskauc._gaussian.kernel_block`;
   the tile products of :mod:`daskauc.solvers._kernel_basis_kernels` fold ``_exp_split`` into
@@ -22,7 +24,7 @@ exponential out itself: the machine code is the same, instruction for instructio
 The float32 polynomial has two degrees: 7 in the Nystroem map, 6 in the kernel-basis products
 (truncation error 1.2e-7, where float32 rounds at 6e-8; degree 7 measured 15% slower there for
 5e-9). They round differently, and models fitted with each are recorded bit for bit, so both
-stay, as the explicit ``degree`` of :func:`_exp32` (float64 has one polynomial, of degree 12).
+stay, as the explicit ``degree`` of :func:`_exp` (float64 has one polynomial, of degree 12).
 
 Pure functions over arrays and scalars; argument order inputs / outputs / state / scalars.
 They accept read-only, C-contiguous float32 and float64 blocks and release the GIL.
@@ -103,54 +105,68 @@ def _pow2_32(kf):
     return (np.int32(kf) + np.int32(127)) << np.int32(23)
 
 
+def _exp(x, degree):  # pragma: no cover - replaced by the overload below in numba
+    """``(p, k)`` of ``exp(x)`` in x's precision: :func:`_exp32` with ``degree``, or
+    :func:`_exp64` (float64 has one polynomial, whatever the degree)."""
+    raise NotImplementedError
+
+
+@overload(_exp, inline="always", jit_options={"fastmath": _config.FASTMATH})
+def _exp_overload(x, degree):
+    if x == types.float32:
+        return lambda x, degree: _exp32(x, degree)
+    return lambda x, degree: _exp64(x)
+
+
+def _pow2(kf):  # pragma: no cover - replaced by the overload below in numba
+    """:func:`_pow2_32` or :func:`_pow2_64`, by the precision of ``kf``."""
+    raise NotImplementedError
+
+
+@overload(_pow2, inline="always", jit_options={"fastmath": _config.FASTMATH})
+def _pow2_overload(kf):
+    if kf == types.float32:
+        return lambda kf: _pow2_32(kf)
+    return lambda kf: _pow2_64(kf)
+
+
+def _typed(a, value):  # pragma: no cover - replaced by the overload below in numba
+    """``value`` as a scalar of a's dtype (float32 arithmetic stays float32)."""
+    raise NotImplementedError
+
+
+@overload(_typed, inline="always", jit_options={"fastmath": _config.FASTMATH})
+def _typed_overload(a, value):
+    if a.dtype == types.float32:
+        return lambda a, value: np.float32(value)
+    return lambda a, value: np.float64(value)
+
+
 # ----------------------------------------------------------------- the Nystroem map's form
 
 
 @njit(**_JIT)
-def _gauss_from_gram_f64(
-    xsq,  # IN  (b,) float64: ||x_i||^2
-    usq,  # IN  (v,) float64: ||u_j||^2
-    bits,  # IN  (v,) int64 scratch row buffer (contents ignored)
-    K,  # INOUT (b, v) float64: x_i . u_j in, exp(-gamma ||x_i - u_j||^2) out
+def _gauss_from_gram(
+    xsq,  # IN  (b,) float32/float64: ||x_i||^2
+    usq,  # IN  (v,) K's dtype: ||u_j||^2
+    bits,  # IN  (v,) int32 (float32 K) / int64 (float64 K) scratch row (contents ignored)
+    K,  # INOUT (b, v) float32/float64: x_i . u_j in, exp(-gamma ||x_i - u_j||^2) out
     gamma,  # scalar > 0
 ):
-    """Turn a Gram block into the Gaussian kernel block in place (float64)."""
+    """Turn a Gram block into the Gaussian kernel block in place, in K's precision."""
     b, v = K.shape
-    scale = bits.view(np.float64)
-    for i in range(b):
-        xi = xsq[i]
-        row = K[i]
-        for j in range(v):
-            d2 = xi + usq[j] - 2.0 * row[j]
-            d2 = max(d2, 0.0)  # rounding can leave tiny negatives
-            row[j], kf = _exp64(-gamma * d2)
-            bits[j] = _pow2_64(kf)
-        for j in range(v):
-            row[j] *= scale[j]
-
-
-@njit(**_JIT)
-def _gauss_from_gram_f32(
-    xsq,  # IN  (b,) float32: ||x_i||^2
-    usq,  # IN  (v,) float32: ||u_j||^2
-    bits,  # IN  (v,) int32 scratch row buffer (contents ignored)
-    K,  # INOUT (b, v) float32: x_i . u_j in, exp(-gamma ||x_i - u_j||^2) out
-    gamma,  # scalar > 0
-):
-    """Turn a Gram block into the Gaussian kernel block in place (float32 arithmetic)."""
-    b, v = K.shape
-    scale = bits.view(np.float32)
-    g = np.float32(gamma)
-    two = np.float32(2.0)
-    zero = np.float32(0.0)
+    scale = bits.view(K.dtype)
+    g = _typed(K, gamma)
+    two = _typed(K, 2.0)
+    zero = _typed(K, 0.0)
     for i in range(b):
         xi = xsq[i]
         row = K[i]
         for j in range(v):
             d2 = xi + usq[j] - two * row[j]
-            d2 = max(d2, zero)
-            row[j], kf = _exp32(-g * d2, 7)
-            bits[j] = _pow2_32(kf)
+            d2 = max(d2, zero)  # rounding can leave tiny negatives
+            row[j], kf = _exp(-g * d2, 7)  # degree 7 in float32: the map's polynomial
+            bits[j] = _pow2(kf)
         for j in range(v):
             row[j] *= scale[j]
 
@@ -158,34 +174,19 @@ def _gauss_from_gram_f32(
 # ------------------------------------------------------------ the kernel-basis form
 
 
-def _exp_split(g, p, bits):  # pragma: no cover - replaced by the overload below in numba
-    """``exp(min(g[j], 0)) = p[j] * bits[j].view(float)``: the polynomial part into ``p``, the
-    power of two as float bits into ``bits`` (the caller folds the product into its own loop)."""
-    raise NotImplementedError
-
-
-def _exp_split_f32(g, p, bits):
+@register_jitable(inline="always", fastmath=_config.FASTMATH)
+def _exp_split(
+    g,  # IN  (n,) float32/float64: exponents, a few maybe rounded just above 0
+    p,  # OUT (n,) g's dtype (may be g itself): the polynomial parts of exp(min(g, 0))
+    bits,  # OUT (n,) int32 / int64: the powers of two, as float bits
+):
+    """``exp(min(g[j], 0)) = p[j] * bits[j].view(float)``: the caller folds the product into
+    its own loop."""
     n = g.shape[0]
-    zero = np.float32(0.0)
+    zero = _typed(g, 0.0)
     for j in range(n):
-        # rounding can leave tiny positive exponents
-        p[j], kf = _exp32(min(g[j], zero), 6)
-        bits[j] = _pow2_32(kf)
-
-
-def _exp_split_f64(g, p, bits):
-    n = g.shape[0]
-    for j in range(n):
-        p[j], kf = _exp64(min(g[j], 0.0))
-        bits[j] = _pow2_64(kf)
-
-
-@overload(_exp_split, inline="always", jit_options={"fastmath": _config.FASTMATH})
-def _exp_split_overload(g, p, bits):
-    # chosen when the kernel is compiled for the tile's dtype
-    if g.dtype == types.float32:
-        return _exp_split_f32
-    return _exp_split_f64
+        p[j], kf = _exp(min(g[j], zero), 6)  # degree 6 in float32: the products' polynomial
+        bits[j] = _pow2(kf)
 
 
 @njit(**_JIT)
