@@ -175,7 +175,7 @@ def _map_only(fmap, scaler, train: str) -> None:
     import dask.array as da
 
     from daskauc import _config, open_dataset
-    from daskauc.embed.nystroem import _scaler_stats, _write_chunking
+    from daskauc.embed.embedding_store import _scaler_stats, _write_chunking
 
     Xd = open_dataset(train).X.astype(np.float32)
     rows = _config.chunk_rows_for(fmap.n_components_, 4, Xd.shape[0])

@@ -25,7 +25,7 @@ FLOORS = [
 ]
 
 #: modules that belong to another unit than their name says (numba kernels of a unit)
-UNIT_OF = {"_metrics_kernels": "metrics"}
+UNIT_OF = {"_metrics_kernels": "metrics", "_gaussian_kernels": "_gaussian"}
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -47,9 +47,10 @@ from sklearn.model_selection import StratifiedKFold
 
 from .. import _config
 from .._compute import compute
+from .._gaussian import gaussian_centres, kernel_block
 from ..embed.kmeans import sample_rows
 from ..metrics import roc_auc
-from ..solvers.kernel_basis import build_preconditioner, gaussian_centres, kernel_block
+from ..solvers.kernel_basis import build_preconditioner
 from ..solvers.newton import prsvm_newton
 from ..solvers.stats import class_statistics, lsauc_from_stats
 

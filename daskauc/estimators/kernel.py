@@ -500,7 +500,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                 alpha = np.zeros(len(index))
                 alpha[pos] = self.dual_coef_
                 return alpha
-        from ..solvers.kernel_basis import gaussian_centres, kernel_block
+        from .._gaussian import gaussian_centres, kernel_block
 
         old = gaussian_centres(self.centres_, self.gamma_)  # the previous model, as it was
         f_old = kernel_block(centres, old) @ self.dual_coef_

@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from .._compute import distributed_client
+from .._gaussian import gaussian_centres
 from .._validation import check_param, validation_set
 from ._graphs import threads_limit
 from ._result import SolverResult
@@ -31,7 +32,6 @@ from .kernel_basis import (
     _prepare_rows,
     _share,
     build_preconditioner,
-    gaussian_centres,
     kernel_gram_matvec_block,
     kernel_matvec_block,
     kernel_rmatvec_block,

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._compute import distributed_client
+from .._gaussian import gaussian_centres
 from .._validation import as_labels, check_param, validation_set
 from ._graphs import threads_limit
 from ._result import SolverResult
@@ -41,7 +42,6 @@ from .kernel_basis import (
     _prepare_rows,
     _share,
     build_preconditioner,
-    gaussian_centres,
     kernel_matvec_block,
     kernel_rmatvec_block,
 )
