@@ -216,6 +216,8 @@ def floors(repeat: int = 5, file_bytes: int = 2**30, directory: str | None = Non
     work it is meant to bound."""
     from threadpoolctl import threadpool_limits
 
+    from daskauc.engine.cost import gemm_rate, read_bandwidth
+
     out = {"load_average_before": os.getloadavg()}
     for threads in (1, 2):
         with threadpool_limits(threads):
@@ -246,51 +248,6 @@ def floors(repeat: int = 5, file_bytes: int = 2**30, directory: str | None = Non
     out["file_write_new"] = file_bytes / best_w
     out["load_average_after"] = os.getloadavg()
     return out
-
-
-def gemm_rate(dtype=np.float32, n: int = 20000, k: int = 1600, m: int = 1600, repeat: int = 3):
-    """Measured matrix-multiply rate (FLOP/s) in this process: best of ``repeat``."""
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((n, k), dtype=np.float64).astype(dtype)
-    B = rng.standard_normal((k, m), dtype=np.float64).astype(dtype)
-    return 2.0 * n * k * m / best_of(lambda: A @ B, repeat)[0]
-
-
-def kernel_tile_rate(d: int, threads: int = 1, rows: int = 256, cols: int = 1024,
-                     seconds: float = 1.0) -> float:
-    """FLOP/s of float32 GEMMs of one kernel tile's shape (rows x (d + 2) by (d + 2) x cols)
-    run by ``threads`` concurrent threads with one BLAS thread each, as ``threads``
-    single-threaded Dask workers run the kernel-basis passes (total over the threads, best of
-    repeated rounds within about ``seconds``)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from daskauc import _config
-
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((rows, d + 2), dtype=np.float32)
-    B = rng.standard_normal((d + 2, cols), dtype=np.float32)
-    outs = [np.empty((rows, cols), np.float32) for _ in range(threads)]
-
-    def work(k):
-        for _ in range(16):
-            np.matmul(A, B, out=outs[k])
-
-    best = np.inf
-    with _config.blas_limit(1), ThreadPoolExecutor(threads) as pool:
-        list(pool.map(work, range(threads)))
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            t = time.perf_counter()
-            list(pool.map(work, range(threads)))
-            best = min(best, time.perf_counter() - t)
-    return threads * 16 * 2.0 * rows * (d + 2) * cols / best
-
-
-def read_bandwidth(n_bytes: int = 2 * 2**30, repeat: int = 3) -> float:
-    """Measured memory read bandwidth (bytes/s) of a two-threaded dot over a large array."""
-    x = np.ones(n_bytes // 4, dtype=np.float32)
-    return n_bytes / best_of(lambda: x.reshape(-1, 4096) @ np.ones(4096, np.float32),
-                             repeat)[0]
 
 
 def to_cluster(client, X: np.ndarray, rows: int):

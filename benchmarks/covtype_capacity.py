@@ -35,14 +35,13 @@ from benchmarks._harness import (
     CACHE_DIR,
     MemorySampler,
     Parser,
-    gemm_rate,
-    kernel_tile_rate,
     load_dataset,
     machine_info,
     md_table,
     to_cluster,
     write_results,
 )
+from daskauc.engine.cost import gemm_rate, kernel_tile_rate
 
 OUT = os.path.join(CACHE_DIR, "covtype_capacity")
 MS = (4096, 8192, 16384, 32768)

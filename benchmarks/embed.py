@@ -47,7 +47,6 @@ from benchmarks._harness import (
     ROOT,
     Parser,
     best_of,
-    gemm_rate,
     load_dataset,
     machine_info,
     md_table,
@@ -55,6 +54,7 @@ from benchmarks._harness import (
     write_json,
     write_markdown,
 )
+from daskauc.engine.cost import gemm_rate
 
 
 def gemm_rate_parallel(dtype=np.float32, n=10000, k=1600, m=1600, repeat=3) -> float:

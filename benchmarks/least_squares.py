@@ -31,11 +31,11 @@ from benchmarks._harness import (
     Parser,
     best_of,
     command,
-    gemm_rate,
     machine_info,
     md_table,
     write_results,
 )
+from daskauc.engine.cost import gemm_rate
 
 
 def syrk_floor(X: np.ndarray, chunk: int, dtype, repeat: int) -> float:
