@@ -93,7 +93,7 @@ CALIBRATION_MIN_SLOPE = 1e-6
 COMPLETE_ATTR = "daskauc_complete"
 
 #: append a CRC32C checksum to every chunk daskauc writes (verified on every read). Off only
-#: to measure its cost (scripts/bench_integrity.py); stores written without it still open.
+#: to measure its cost (benchmarks/integrity.py); stores written without it still open.
 CHECKSUMS = True
 
 #: attribute listing every chunk file of a store and its size, written by the commit.

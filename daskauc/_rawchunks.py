@@ -3,7 +3,7 @@
 Zarr's read path for one uncompressed 64 MiB chunk (its async store, a buffer per codec, a
 fresh output array) ran at 0.6-1.3 GB/s per process on covtype's embedding, where reading
 the same cached file into an array with ``readinto`` and checking its CRC32C runs at
-3.5-4.3 GB/s (measured in ``scripts/bench_chains.py``). Streamed solvers read every chunk
+3.5-4.3 GB/s (measured in ``benchmarks/chains.py``). Streamed solvers read every chunk
 at every epoch, so this was most of a streamed epoch. Writing is the mirror image: the
 embedding write is one file per chunk, and Zarr's encode path adds copies to it.
 

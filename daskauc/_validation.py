@@ -154,7 +154,7 @@ def as_row_chunked(
     """
     reject_sparse(X, name)
     if is_store_path(X):
-        from ._store import open_dataset
+        from ._dataset import open_dataset
 
         X = open_dataset(X).X
     elif _is_zarr_array(X):
@@ -444,7 +444,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
     column vector (n, 1) is raveled with a ``DataConversionWarning``, as scikit-learn does.
     """
     if is_store_path(y):
-        from ._store import open_dataset
+        from ._dataset import open_dataset
 
         y = open_dataset(y).y
     if isinstance(y, da.Array):
@@ -485,7 +485,7 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
     array with the same row chunks.
     """
     if is_store_path(X) and y is None:
-        from ._store import open_dataset
+        from ._dataset import open_dataset
 
         ds = open_dataset(X)
         X, y = ds.X, ds.y
@@ -504,6 +504,21 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
     else:
         yd = da.from_array(y_pm1, chunks=(Xd.chunks[0],), name=False)
     return Xd, yd, classes
+
+
+def validation_set(X_val, y_val, n_features: int):
+    """``(Xv, yv)`` for a solver's validation AUC: ``X_val`` as a row-chunked dask array of
+    ``n_features`` columns and ``y_val`` as numpy {-1,+1} labels; ``(None, None)`` without
+    ``X_val``."""
+    if X_val is None:
+        return None, None
+    if y_val is None:
+        raise ValueError("X_val was given without y_val")
+    Xv = as_row_chunked(X_val, name="X_val")
+    if Xv.shape[1] != n_features:
+        raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {n_features}")
+    yv, _ = as_labels(y_val, name="y_val")
+    return Xv, np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -532,9 +547,16 @@ def check_param(name: str, value, kind, *, low=None, high=None, include_low=True
 
 
 def check_params(est, table: Mapping[str, tuple]) -> None:
-    """Check every parameter listed in ``table`` as ``name: (kind, kwargs)``."""
+    """Check every parameter listed in ``table`` as ``name: (kind, kwargs)``: the attributes
+    of an estimator, or the values of a mapping (a function's keyword arguments) that names
+    them. The one form of a parameter table: an estimator's ``_params`` class attribute."""
     for pname, (kind, kwargs) in table.items():
-        value = getattr(est, pname)
+        if isinstance(est, Mapping):
+            if pname not in est:
+                continue
+            value = est[pname]
+        else:
+            value = getattr(est, pname)
         if value is None and kwargs.get("optional"):
             continue
         check_param(pname, value, kind, **{k: v for k, v in kwargs.items() if k != "optional"})

@@ -162,7 +162,8 @@ def _check_outputs(args, *paths, kind: str, inputs=(), expected_bytes=None,
     """Everything knowable about the outputs before any work (and before a cluster starts):
     none is an input or another output, none replaces something unasked or of another kind,
     each can be written (its directory, the free space when the size is known)."""
-    from ._store import check_output, resolve_path
+    from ._store import resolve_path
+    from ._store_write import check_output
 
     seen: dict[str, str] = {}
     for path in paths:
@@ -206,7 +207,7 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_split(args) -> int:
-    from ._store import open_dataset
+    from ._dataset import open_dataset
     from .data.split import split_store
 
     open_dataset(args.store)
@@ -220,7 +221,7 @@ def cmd_split(args) -> int:
 
 
 def cmd_embed(args) -> int:
-    from ._store import open_dataset
+    from ._dataset import open_dataset
     from .embed.nystroem import KMeansNystroem, load_embedding_map
 
     # inputs and outputs are checked before the cluster starts and before any work
@@ -318,7 +319,7 @@ def _check_plot(path: str | None, overwrite: bool) -> None:
 def _check_file_output(path: str, overwrite: bool, option: str) -> None:
     """An output that is a plain file (a figure, a scheduler file): not replaced unasked,
     not a directory, its directory writable."""
-    from ._store import check_directory
+    from ._store_write import check_directory
 
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
@@ -337,7 +338,7 @@ def _save_figure(ax, path: str) -> None:
 
 
 def cmd_fit(args) -> int:
-    from ._store import open_dataset
+    from ._dataset import open_dataset
     from .io import save_model
 
     est, error = _fit_estimator(args)
@@ -409,7 +410,7 @@ def cmd_fit(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from ._store import open_dataset
+    from ._dataset import open_dataset
     from .io import load_model
     from .metrics import roc_auc
 
@@ -438,7 +439,7 @@ def cmd_demo(args) -> int:
     """Ingest the shipped spambase data, embed it, train NSAUC and print test AUC and timings."""
     import shutil
 
-    from ._store import open_dataset
+    from ._dataset import open_dataset
     from .data.default import default_dataset_path
     from .data.ingest import ingest
     from .data.scale import StandardScaler

@@ -19,7 +19,8 @@ import numpy as np
 import zarr
 
 from ._registry import MODEL_CLASSES
-from ._store import create_array, open_store, verify_chunk_checksums, writing_store
+from ._store import open_store, verify_chunk_checksums
+from ._store_write import create_array, writing_store
 
 
 def _jsonable(value: Any):

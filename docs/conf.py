@@ -41,7 +41,7 @@ root_doc = "index"
 templates_path = ["_templates"]
 exclude_patterns = [
     "_build",
-    "benchmarks/reproduce",  # cached JSON rows of scripts/reproduce_papers.py, not pages
+    "benchmarks/reproduce",  # cached rows and tables of the reproduction, included, not pages
     "**.json",
     "auto_examples/*.ipynb",
     "auto_examples/*.py",

@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "daskauc"
 #: and lower floors.
 FLOORS = [
     ("ground", {"_config", "_version", "_compute", "_store", "_rawchunks", "_validation",
-                "_gaussian", "_arrays", "_registry"}),
+                "_gaussian", "_arrays", "_registry", "_docs", "_store_write", "_dataset"}),
     ("engine", {"engine", "metrics"}),
     ("rooms", {"data", "embed", "solvers"}),
     ("model selection and model files", {"model_selection", "io"}),
@@ -25,7 +25,7 @@ FLOORS = [
 ]
 
 #: modules that belong to another unit than their name says (numba kernels of a unit)
-UNIT_OF = {"_metrics_kernels": "metrics"}
+UNIT_OF = {"_metrics_kernels": "metrics", "_gaussian_kernels": "_gaussian"}
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -212,8 +212,8 @@ def test_solam_chains_mix_the_saddle_point_and_merge_every_average_exactly(kw):
     row-by-row run is the chunk run; the paper variant's kappa-boxes are covered by the fits.)
     """
     from daskauc.engine.stream import seed_root
+    from daskauc.solvers._ls_epochs import row_order
     from daskauc.solvers.solam import _solam_step, solam
-    from daskauc.solvers.stats import row_order
 
     X, y, Xn, yn = _small()
     # the largest row in a chunk of chain 1 in epoch 1: the merged kappa must take it from there

@@ -25,13 +25,13 @@ from reference.data import pm1, read_dense_lines, read_libsvm_lines
 from sklearn import preprocessing as skp
 from sklearn.datasets import load_svmlight_file
 
-from daskauc._store import open_dataset
+from daskauc._dataset import open_dataset
 from daskauc.data.default import default_dataset_path, load_default
 from daskauc.data.ingest import ingest, ingest_array, write_dataset
 from daskauc.data.scale import MinMaxScaler, StandardScaler, normalize_rows
 from daskauc.data.split import split_mask, split_store, train_test_split
 
-ingest_mod = importlib.import_module("daskauc.data.ingest")
+writers_mod = importlib.import_module("daskauc.data.writers")
 
 
 
@@ -298,7 +298,7 @@ def test_interrupted_write_leaves_nothing(tmp_path, monkeypatch, shuffle):
     src = _write(tmp_path / "f.svm", "".join(f"{(-1) ** i} 1:{i}\n" for i in range(30)))
     ingest(src, tmp_path / "old")
     calls = []
-    cls = ingest_mod._ShuffleWriter if shuffle else ingest_mod._DirectWriter
+    cls = writers_mod._ShuffleWriter if shuffle else writers_mod._DirectWriter
     original = cls.write
 
     def failing(self, chunk):

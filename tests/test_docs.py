@@ -2,7 +2,8 @@
 
 - every public name of ``daskauc.__all__`` has an entry in the API reference;
 - every page of ``docs/`` is reachable from a toctree (or deliberately left out);
-- the benchmarks index lists every benchmark page and names scripts that exist;
+- the benchmarks index lists every benchmark page and every benchmark module, and the
+  modules and tools it names exist;
 - no file of the repository cites the specification that lives outside it;
 - the gallery's examples have the title sphinx-gallery needs and run on the threaded scheduler.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import posixpath
 import re
 from pathlib import Path
+
+import pytest
 
 import daskauc
 
@@ -85,14 +88,27 @@ def test_every_page_is_in_a_toctree():
     assert not dangling, f"toctree entries without a page: {dangling}"
 
 
-def test_the_benchmarks_index_lists_every_benchmark_page_and_its_script():
+def _is_module(name: str) -> bool:
+    """Whether ``python -m name`` finds a module of this repository (a file or a package's
+    ``__main__``)."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+
+
+def test_the_benchmarks_index_lists_every_benchmark_page_and_its_module():
     index = (DOCS / "benchmarks" / "index.md").read_text()
     for page in sorted((DOCS / "benchmarks").glob("*.md")):
         if page.stem != "index":
             assert re.search(rf"^{re.escape(page.stem)}$", index, re.M), page.name
-    scripts = set(re.findall(r"scripts/([\w.]+\.(?:py|sh))", index))
-    assert scripts, "the index names no script"
-    assert not [s for s in scripts if not (ROOT / "scripts" / s).exists()]
+    modules = set(re.findall(r"python -m ((?:benchmarks|tools)(?:\.[a-z_]\w*)+)", index))
+    assert modules, "the index names no benchmark"
+    assert not [m for m in modules if not _is_module(m)], "the index names missing modules"
+    tools = set(re.findall(r"\btools/([\w.]+\.sh)\b", index))
+    assert not [t for t in tools if not (ROOT / "tools" / t).is_file()]
+    # and every benchmark (a public module of benchmarks/, or a package of them) is named
+    benchmarks = {f"benchmarks.{p.stem}" for p in (ROOT / "benchmarks").iterdir()
+                  if not p.name.startswith("_") and (p.suffix == ".py" or p.is_dir())}
+    assert not sorted(benchmarks - modules), "add these to docs/benchmarks/index.md"
 
 
 def _repository_text_files():
@@ -128,3 +144,21 @@ def test_gallery_examples_are_titled_and_use_the_threaded_scheduler():
         assert title and len(title.group(2)) >= len(title.group(1)), path.name
         assert 'dask.config.set(scheduler="threads")' in text, path.name
         assert "LocalCluster" not in text and "Client(" not in text, path.name
+
+
+def test_shared_parameter_docs_are_filled():
+    """Every public docstring has its shared descriptions filled (no ``%(name)s`` left), the
+    n_chains text is written once (daskauc/_docs.py), and a missing field fails loudly."""
+    import inspect
+
+    import daskauc
+    from daskauc._docs import filled
+
+    for name in daskauc.__all__:
+        doc = inspect.getdoc(getattr(daskauc, name)) or ""
+        assert "%(" not in doc, name
+    assert "n_chains : int >= 1" in daskauc.SPAM.__doc__
+    sources = [p.read_text() for p in Path(daskauc.__file__).parent.rglob("*.py")]
+    assert sum(s.count('n_chains : int >= 1 or "auto"') for s in sources) == 1
+    with pytest.raises(KeyError, match="combine"):
+        filled("    %(n_chains)s")

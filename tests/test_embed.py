@@ -22,13 +22,8 @@ from threadpoolctl import threadpool_limits
 
 from daskauc import _config
 from daskauc._arrays import sample_rows
-from daskauc._store import open_dataset
-from daskauc.embed._kernels import (
-    _gauss_from_gram_f32,
-    _gauss_from_gram_f64,
-    _nearest_center,
-    _sculley_update,
-)
+from daskauc._dataset import open_dataset
+from daskauc.embed._kernels import _nearest_center, _sculley_update
 from daskauc.embed.fourier import RandomFourierFeatures
 from daskauc.embed.kmeans import (
     MiniBatchKMeans,
@@ -57,29 +52,6 @@ def _blobs(n=6000, k=6, d=4, std=0.3, seed=0):
 
 
 # ----------------------------------------------------------------------------- kernels
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gauss_from_gram_matches_explicit_differences(dtype):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(70, 6)).astype(dtype)
-    U = np.concatenate([X[:5], 3 * rng.normal(size=(40, 6))]).astype(dtype)  # exact hits
-    for gamma in (1e-3, 0.2, 5.0):
-        K = X @ U.T
-        fn, bits = (_gauss_from_gram_f32, np.int32) if dtype == np.float32 else (
-            _gauss_from_gram_f64, np.int64)
-        X.setflags(write=False)  # kernels accept read-only inputs
-        fn(np.einsum("ij,ij->i", X, X), np.einsum("ij,ij->i", U, U), np.empty(45, bits), K,
-           gamma)
-        expect = ref.gaussian_kernel(X, U, gamma)
-        # float32: the Gram trick loses ~eps32 * ||x||^2 in the distance
-        np.testing.assert_allclose(K, expect, rtol=TOL[dtype] * 10, atol=TOL[dtype])
-        assert K.dtype == dtype
-        assert np.all(K <= 1.0) and np.all(K >= 0.0)
-        np.testing.assert_allclose(np.diagonal(K[:5, :5]), 1.0, rtol=TOL[dtype])
-    K = np.zeros((2, 3), dtype)  # far apart: underflows to exactly 0
-    fn(np.full(2, 1e4, dtype), np.full(3, 1e4, dtype), np.empty(3, bits), K, 1.0)
-    assert np.all(K == 0)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -442,7 +414,7 @@ def test_nystroem_bad_input_errors():
 ])
 def test_embedding_write_chunks_hold_whole_output_chunks(sizes, target, exact, rows,
                                                          rechunked):
-    from daskauc.embed.nystroem import _write_chunking
+    from daskauc.embed.embedding_store import _write_chunking
 
     Xd = da.zeros((sum(sizes), 3), chunks=(sizes, 3))
     got_rows, out = _write_chunking(Xd, target, exact)

@@ -7,7 +7,7 @@ missing chunk, a truncated chunk, a concurrent writer, a tampered model and a re
 with workers started in another directory; a killed writing process is covered by
 tests/test_checkpoint.py (fits) and here (the embedding write). Workers and schedulers are real
 processes (``dask scheduler`` / ``dask worker``), killed by pid. The heavy version, on larger
-data, is ``scripts/fault_matrix.py``.
+data, is ``python -m tools.fault_matrix``.
 """
 
 import os
@@ -83,7 +83,7 @@ def read_output(family, out):
     return model.cluster_centers_ if family == "kmeans" else model.coef_
 
 
-#: rows of the matrix's dataset; scripts/fault_matrix.py runs the same tests on more
+#: rows of the matrix's dataset; tools/fault_matrix.py runs the same tests on more
 ROWS = int(os.environ.get("DASKAUC_FAULT_ROWS", "6000"))
 
 

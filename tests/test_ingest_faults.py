@@ -20,6 +20,9 @@ import pytest
 from daskauc.data.ingest import ingest
 
 ingest_mod = importlib.import_module("daskauc.data.ingest")
+parse_mod = importlib.import_module("daskauc.data.parse")
+sources_mod = importlib.import_module("daskauc.data.sources")
+writers_mod = importlib.import_module("daskauc.data.writers")
 
 # on a distributed cluster a failed write's other tasks can still be writing chunks into the
 # hidden partial store when the abort removes it (workers are not told to stop; see
@@ -108,7 +111,7 @@ def test_damage_found_by_the_spill_pass_of_a_shuffle(tmp_path, monkeypatch):
 def test_damage_that_decodes_to_bad_text_is_reported_as_damage(tmp_path, monkeypatch):
     """gzip level 0 stores the text as is: flipped bytes reach the parser as a malformed line
     long before the stream's CRC is checked; the parse error is then traced to the damage."""
-    monkeypatch.setattr(ingest_mod, "_BLOCK_BYTES", 1 << 16)  # the file is many blocks
+    monkeypatch.setattr(sources_mod, "_BLOCK_BYTES", 1 << 16)  # the file is many blocks
     src = tmp_path / "stored.svm.gz"
     src.write_bytes(_damage(gzip.compress(_libsvm_text(), compresslevel=0), "flipped"))
     with pytest.raises(ValueError, match=r"stored.svm.gz is truncated or corrupt \(gzip: CRC"):
@@ -232,15 +235,15 @@ def test_long_rows_of_slow_values_need_no_bigger_slow_list(tmp_path, monkeypatch
     """Values the exact fast path hands to Python are listed in a fixed-size list; a row with
     more of them than room is finished after the list is emptied (it used to double the list
     without bound: 32 bytes per value of the longest line)."""
-    monkeypatch.setattr(ingest_mod, "_SLOW_CAPACITY", 3)
+    monkeypatch.setattr(parse_mod, "_SLOW_CAPACITY", 3)
     sizes = set()
-    real_fix = ingest_mod._Parser._fix_slow
+    real_fix = parse_mod._Parser._fix_slow
 
     def recording_fix(self, buf):
         sizes.add(self.slow.shape[0])
         return real_fix(self, buf)
 
-    monkeypatch.setattr(ingest_mod._Parser, "_fix_slow", recording_fix)
+    monkeypatch.setattr(parse_mod._Parser, "_fix_slow", recording_fix)
     rng = np.random.default_rng(2)
     vals = (rng.normal(size=(40, 9)) * 10.0 ** rng.integers(-40, 40, size=(40, 9))).tolist()
     lab = np.where(np.arange(40) % 3 == 0, 1, -1)
@@ -397,7 +400,7 @@ def test_a_disk_that_fills_up_during_a_one_pass_ingest_is_an_input_error(tmp_pat
     import errno
 
     src = _svm_file(tmp_path / "f.svm")
-    cls = ingest_mod._ShuffleWriter if shuffle else ingest_mod._DirectWriter
+    cls = writers_mod._ShuffleWriter if shuffle else writers_mod._DirectWriter
 
     def full(self, chunk):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -459,7 +462,7 @@ def test_long_lines_up_to_the_limit_are_read(tmp_path, monkeypatch):
     from daskauc import _config
 
     row = "+1 " + " ".join(f"{j}:{j}" for j in range(1, 60))
-    monkeypatch.setattr(ingest_mod, "_BLOCK_BYTES", 64)
+    monkeypatch.setattr(sources_mod, "_BLOCK_BYTES", 64)
     monkeypatch.setattr(_config, "MAX_LINE_BYTES", len(row) - 1)
     src = tmp_path / "f.svm"
     src.write_text(f"-1 1:5\n{row[:-1]}\n-1 2:1\n{row}\n")  # 59:5 fits, 59:59 does not
@@ -480,28 +483,28 @@ def test_a_wide_first_line_is_inspected_without_a_list_of_its_fields(tmp_path, d
     head = [(0, delimiter.join(["0.5"] * d + ["1"]))]
     tracemalloc.start()
     try:
-        layout = ingest_mod._dense_layout("w.csv", head, delimiter, None, -1, None)
+        layout = sources_mod._dense_layout("w.csv", head, delimiter, None, -1, None)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert layout["n_cols"] == d + 1 and layout["header"] is False
     assert peak < 20 * 2**20, peak
     numbered = [(0, delimiter.join(str(k) for k in range(1, 6)))]
-    assert ingest_mod._dense_layout("h.csv", numbered, delimiter, None, -1, None)["header"]
+    assert sources_mod._dense_layout("h.csv", numbered, delimiter, None, -1, None)["header"]
 
 
 def test_a_long_label_token_is_coded_in_bounded_blocks(tmp_path, monkeypatch):
     """Label codes gathered every row's token into rows x (longest token) bytes at once:
     one 1 MB label in a chunk of 200,000 rows asked for 200 GB."""
     sizes = []
-    real = ingest_mod._gather_tokens
+    real = parse_mod._gather_tokens
 
     def recording(buf, spans):
         out = real(buf, spans)
         sizes.append(out.nbytes)
         return out
 
-    monkeypatch.setattr(ingest_mod, "_gather_tokens", recording)
+    monkeypatch.setattr(parse_mod, "_gather_tokens", recording)
     long_label = "x" * 2**20
     src = tmp_path / "labels.csv"
     src.write_text("".join(f"{i},{'a' if i % 2 else 'b'}\n" for i in range(200))
@@ -550,7 +553,7 @@ def test_the_shuffle_keeps_its_permutation_on_disk_and_its_order(tmp_path, monke
     can report."""
     import tracemalloc
 
-    monkeypatch.setattr(ingest_mod, "_BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(sources_mod, "_BLOCK_BYTES", 1 << 16)
     peaks = {}
     for n in (2000, 200_000, 400_000):  # the first warms up imports and caches
         src = tmp_path / f"rows{n}.svm"

@@ -16,7 +16,8 @@ import zarr
 from helpers import ExternalCluster, dataset_store
 
 from daskauc import LSAUC, ModelFileError, RankSVM, StoreIntegrityError, load_model, save_model
-from daskauc._store import begin_store, create_array, open_store, writing_store
+from daskauc._store import open_store
+from daskauc._store_write import begin_store, create_array, writing_store
 from daskauc.cli import main
 from daskauc.data import ingest_array, open_dataset
 
@@ -440,7 +441,7 @@ def test_overwriting_a_regular_file_leaves_nothing_behind(tmp_path):
     and a later open restored it over the path. A file is not daskauc's to replace: refused
     before the write, untouched; one that appears while the write runs (overwrite asked) is
     replaced without a remnant."""
-    from daskauc._store import begin_store
+    from daskauc._store_write import begin_store
 
     target = tmp_path / "out.zarr"
     target.write_text("a file, not a store")

@@ -31,6 +31,7 @@ from daskauc.estimators.least_squares import (
     TwoPassAUC,
 )
 from daskauc.solvers import _ls_kernels as K
+from daskauc.solvers._ls_epochs import row_order
 from daskauc.solvers.opauc import opauc
 from daskauc.solvers.solam import solam
 from daskauc.solvers.spam import spam
@@ -41,7 +42,6 @@ from daskauc.solvers.stats import (
     ls_gradient,
     ls_objective,
     lsauc,
-    row_order,
 )
 from daskauc.solvers.twopass import twopass_auc, twopass_gradient
 

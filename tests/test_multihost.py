@@ -1,4 +1,4 @@
-"""scripts/multihost.sh: scheduler and two workers in network namespaces of their own, the CLI
+"""tools/multihost.sh: scheduler and two workers in network namespaces of their own, the CLI
 end to end from the host namespace (on the shipped spambase data, about 25 s).
 
 Needs root and the capability to create network namespaces; skipped otherwise.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "multihost.sh"
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "multihost.sh"
 SUBNET = "10.147.14"
 OURS = ("dauc-br", "dauc-sched", "dauc-w1", "dauc-w2")
 
@@ -26,7 +26,7 @@ def _namespaces() -> set:
 
 def _skip_unless_namespaces_work() -> None:
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("scripts/multihost.sh needs root (network namespaces, veth pairs)")
+        pytest.skip("tools/multihost.sh needs root (network namespaces, veth pairs)")
     if shutil.which("ip") is None:
         pytest.skip("iproute2's 'ip' command is not installed")
     probe = f"dauc-probe-{os.getpid()}"

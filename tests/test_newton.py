@@ -20,18 +20,22 @@ from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
+import daskauc.engine.placement as placement
+from daskauc import _config
+from daskauc.engine.placement import persist_chunks
+from daskauc.engine.stream import is_materialized
 from daskauc.estimators.ranksvm import RankSVM
 from daskauc.model_selection import cv_select_C
 from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
-from daskauc.solvers.newton import (
+from daskauc.solvers.linesearch import line_search_armijo, line_search_exact
+from daskauc.solvers.newton import prsvm_newton
+from daskauc.solvers.pairwise import (
+    PairwiseOperator,
+    class_indices,
     hessian_product,
-    line_search_armijo,
-    line_search_exact,
     objective_gradient,
-    persist_chunks,
-    prsvm_newton,
+    pairwise_coefficients,
 )
-from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
@@ -333,8 +337,6 @@ def medium():
                                   "zarr-streamed", "zarr-persisted", "zarr-half-cached",
                                   "float32"])
 def test_same_model_from_every_input_kind(medium, kind, tmp_path, monkeypatch):
-    import daskauc.solvers.newton as newton
-
     X, y, w_np = medium
     persist = "auto"
     rtol = 1e-8
@@ -350,7 +352,7 @@ def test_same_model_from_every_input_kind(medium, kind, tmp_path, monkeypatch):
         Xin = da.from_zarr(path)
         persist = "auto" if kind == "zarr-half-cached" else kind == "zarr-persisted"
         if kind == "zarr-half-cached":  # room for half of X: 2 of its 4 chunks stay in memory
-            monkeypatch.setattr(newton, "memory_budget",
+            monkeypatch.setattr(placement, "memory_budget",
                                 lambda client=None, working_bytes=0: X.nbytes // 2)
     else:  # float32 data: the solution moves by the rounding of X, not by the solver
         X32 = X.astype(np.float32)
@@ -370,16 +372,15 @@ def test_streamed_chunks_are_read_inside_each_pass_not_held(tmp_path, monkeypatc
     """With half of X cached, a Hessian product's graph depends on the cached chunks only:
     each streamed chunk is read inside the task that uses it (twice per product), so no
     read task holds it from the first pass to the second."""
-    import daskauc.solvers.newton as newton
-
     X, y = _float_problem(4, n=800)
     path = str(tmp_path / "X.zarr")
     da.to_zarr(da.from_array(X, chunks=(200, X.shape[1])), path)
     Xz = da.from_zarr(path)
-    monkeypatch.setattr(newton, "memory_budget", lambda client=None, working_bytes=0: X.nbytes // 2)
-    Xs, cached = newton.place_rows(Xz, "auto")
-    assert cached.shape[0] == 400 and newton.is_materialized(cached)
-    op = newton._PairwiseOperator(Xs, y, 0.1, cached=cached)
+    monkeypatch.setattr(placement, "memory_budget",
+                        lambda client=None, working_bytes=0: X.nbytes // 2)
+    Xs, cached = placement.place_rows(Xz, "auto")
+    assert cached.shape[0] == 400 and is_materialized(cached)
+    op = PairwiseOperator(Xs, y, 0.1, cached=cached)
     assert op.nchunks == cached.numblocks[0] + 2
     w = 0.1 * np.random.default_rng(1).standard_normal(X.shape[1])
     _, handle, _ = op.scores_and_gradient(w, (op.pos, op.neg), False)
@@ -394,19 +395,18 @@ def test_streamed_chunks_are_read_inside_each_pass_not_held(tmp_path, monkeypatc
         hp, q = op.hessian_product(handle, p)
     assert not any(str(k).startswith(Xz.name) for k in seen)  # no Zarr read task
     np.testing.assert_allclose(q, X @ p, rtol=1e-12)
-    ref = newton._PairwiseOperator(da.from_array(X, chunks=(200, X.shape[1])), y, 0.1)
+    ref = PairwiseOperator(da.from_array(X, chunks=(200, X.shape[1])), y, 0.1)
     _, handle_r, _ = ref.scores_and_gradient(w, (ref.pos, ref.neg), False)
     np.testing.assert_allclose(hp, ref.hessian_product(handle_r, p)[0], rtol=1e-12)
 
 
 def test_same_model_on_a_distributed_cluster(medium, dask_cluster_client, tmp_path,
                                              monkeypatch):
-    import daskauc.solvers.newton as newton
-
     X, y, w_np = medium
     path = str(tmp_path / "X.zarr")
     da.to_zarr(da.from_array(X, chunks=(600, X.shape[1])), path)
-    monkeypatch.setattr(newton, "memory_budget", lambda client=None, working_bytes=0: X.nbytes // 2)
+    monkeypatch.setattr(placement, "memory_budget",
+                        lambda client=None, working_bytes=0: X.nbytes // 2)
     for persist, cached in ((True, 1.0), (False, 0.0), ("auto", 0.5)):
         res = prsvm_newton(da.from_zarr(path), da.from_array(y, chunks=600), C=0.02,
                            tol=1e-10, persist=persist)
@@ -431,9 +431,7 @@ class _TaskCounter(Callback):
 
 
 def test_persist_chunks_merge_balance_and_never_split(monkeypatch):
-    import daskauc.solvers.newton as newton
-
-    monkeypatch.setattr(newton, "PERSIST_CHUNK_BYTES", 64 * 8 * 100)  # 100 rows of 64 float64
+    monkeypatch.setattr(placement, "PERSIST_CHUNK_BYTES", 64 * 8 * 100)  # 100 rows of 64 float64
 
     class TwoWorkers:
         def scheduler_info(self, n_workers=-1):
@@ -600,8 +598,6 @@ def test_dask_cv_select_C_runs_on_dask_input():
 def test_memory_budget_leaves_room_for_the_process_and_its_working_chunks():
     """Per worker: PERSIST_MEMORY_FRACTION of its limit, less its process memory and the
     working chunks of its threads (never below zero)."""
-    import daskauc.solvers.newton as newton
-
     GiB = 2**30
 
     class Workers:
@@ -611,13 +607,13 @@ def test_memory_budget_leaves_room_for_the_process_and_its_working_chunks():
                 "b": {"memory_limit": 4 * GiB, "nthreads": 2, "metrics": {"memory": GiB // 2}},
                 "c": {"memory_limit": GiB, "nthreads": 1, "metrics": {"memory": GiB}}}}
 
-    f = newton.PERSIST_MEMORY_FRACTION
+    f = placement.PERSIST_MEMORY_FRACTION
     want = (int(2 * GiB * f) - GiB // 4 - 64 * 2**20) + (int(4 * GiB * f) - GiB // 2
                                                        - 2 * 64 * 2**20)
-    assert newton.memory_budget(Workers(), working_bytes=64 * 2**20) == want
+    assert placement.memory_budget(Workers(), working_bytes=64 * 2**20) == want
     # small workers merge smaller chunks when persisting: at most 1/16 of a limit
     X = da.zeros((100_000, 64), chunks=(1_000, 64))
-    rows = newton.persist_chunks(X, Workers())[0]
+    rows = placement.persist_chunks(X, Workers())[0]
     assert max(rows) * 64 * 8 <= GiB // 16 + 64 * 8
 
 
@@ -627,8 +623,6 @@ def test_streamed_chunks_are_shared_out_by_work_and_read_ahead_in_order(
     rows + STREAMED_CHUNK_COST x streamed rows) is as equal as whole chunks allow, its tasks
     run there in chunk order and each reads the next chunk of its worker ahead; the products
     are those of the in-memory operator."""
-    import daskauc.solvers.newton as newton
-
     X, y = _float_problem(6, n=1600)
     path = str(tmp_path / "X.zarr")
     da.to_zarr(da.from_array(X, chunks=(100, X.shape[1])), path)
@@ -640,15 +634,15 @@ def test_streamed_chunks_are_shared_out_by_work_and_read_ahead_in_order(
     from distributed import wait
 
     wait(cached)
-    rows = newton.RowChunks(Xz, cached, dask_cluster_client)
+    rows = placement.RowChunks(Xz, cached, dask_cluster_client)
     streamed = sorted(rows.where)
     assert streamed == list(range(4, 16))
     load = {w: 0.0 for w in workers}
     load[workers[0]] = 400.0
     for c in streamed:
-        load[rows.where[c]] += 100 * newton._config.STREAMED_CHUNK_COST
+        load[rows.where[c]] += 100 * _config.STREAMED_CHUNK_COST
     # within one streamed chunk of equal
-    assert abs(load[workers[0]] - load[workers[1]]) <= 100 * newton._config.STREAMED_CHUNK_COST
+    assert abs(load[workers[0]] - load[workers[1]]) <= 100 * _config.STREAMED_CHUNK_COST
     assert sum(rows.where[c] == workers[1] for c in streamed) > 6  # the uncached worker more
     for c in streamed:  # the next chunk of the same worker, the first after the last
         mine = [k for k in streamed if rows.where[k] == rows.where[c]]
@@ -658,8 +652,8 @@ def test_streamed_chunks_are_shared_out_by_work_and_read_ahead_in_order(
     assert ann["workers"](("n", 5)) == [rows.where[5]] and ann["workers"](("n", 2)) is None
     assert ann["priority"](("n", 5)) > ann["priority"](("n", 6))
     # the products are right whatever ran where
-    op = newton._PairwiseOperator(Xz, y, 0.1, cached=cached)
-    ref = newton._PairwiseOperator(da.from_array(X, chunks=(100, X.shape[1])), y, 0.1)
+    op = PairwiseOperator(Xz, y, 0.1, cached=cached)
+    ref = PairwiseOperator(da.from_array(X, chunks=(100, X.shape[1])), y, 0.1)
     w = 0.1 * np.random.default_rng(1).standard_normal(X.shape[1])
     p = np.random.default_rng(2).standard_normal(X.shape[1])
     _, h, _ = op.scores_and_gradient(w, (op.pos, op.neg), False)
@@ -674,14 +668,12 @@ def test_place_rows_budgets_with_the_cluster_it_runs_on(dask_cluster_client, tmp
                                                         monkeypatch):
     """Called without a client on a cluster, ``place_rows`` measures the cluster's workers,
     not this machine: with the machine's memory it cached 8 GB of a 4M-row embedding in two
-    1.75 GiB workers, which spilled and were killed (scripts/scaling.py)."""
-    import daskauc.solvers.newton as newton
-
+    1.75 GiB workers, which spilled and were killed (benchmarks/scaling.py)."""
     seen = []
-    monkeypatch.setattr(newton, "memory_budget",
+    monkeypatch.setattr(placement, "memory_budget",
                         lambda client=None, working_bytes=0: seen.append(client) or 0)
     X = np.ones((400, 3))
     path = str(tmp_path / "X.zarr")
     da.to_zarr(da.from_array(X, chunks=(100, 3)), path)
-    Xs, cached = newton.place_rows(da.from_zarr(path), "auto")
+    Xs, cached = placement.place_rows(da.from_zarr(path), "auto")
     assert cached is None and seen and all(c is dask_cluster_client for c in seen)

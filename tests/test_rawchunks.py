@@ -9,8 +9,9 @@ import zarr
 from helpers import dataset_store
 
 from daskauc import StoreIntegrityError
+from daskauc._dataset import CheckedZarrArray
 from daskauc._rawchunks import RawChunks
-from daskauc._store import CheckedZarrArray, create_array, writing_store
+from daskauc._store_write import create_array, writing_store
 from daskauc.data import open_dataset
 
 

@@ -1,6 +1,6 @@
 """Datasets: ingest to Zarr, open, split, scale, and the shipped default dataset."""
 
-from .._store import Dataset, open_dataset
+from .._dataset import Dataset, open_dataset
 from .default import default_dataset_path, load_default
 from .ingest import ingest, ingest_array, write_dataset
 from .scale import MinMaxScaler, StandardScaler, normalize_rows

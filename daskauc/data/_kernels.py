@@ -2,7 +2,7 @@
 
 Each kernel parses complete lines of a byte block (``uint8``) into a preallocated dense row
 block, stops at a row boundary when that block is full, and reports everything it could not
-decide itself back to the Python driver in ``ingest.py``:
+decide itself back to the Python driver in ``parse.py``:
 
 * numbers the exact fast path cannot convert (more than 15 significant digits, large
   exponents, ``nan``, ``inf``, quoted or malformed tokens) are listed in ``slow`` as

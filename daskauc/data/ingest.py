@@ -3,7 +3,7 @@
 A dataset store (see :mod:`daskauc._store`) is a Zarr group with ``X`` (n x d, float32 or
 float64, chunked by rows only), ``y`` (n, int8 in {-1, +1}, the same row chunks) and its
 provenance in the group attributes. Every write goes through the safe-write protocol of
-:func:`~daskauc._store.writing_store`: an interrupted ingest never leaves a store that
+:func:`~daskauc._store_write.writing_store`: an interrupted ingest never leaves a store that
 opens as complete, and an existing store is only replaced with ``overwrite=True``.
 
 How a text file is read (memory is bounded by a few row chunks, one block of text and one
@@ -11,647 +11,65 @@ line, whatever the input: a chunk is about ``_config.TARGET_CHUNK_BYTES`` or one
 at most ``_config.MAX_LINE_BYTES``, the label table at most ``_config.MAX_LABELS`` tokens):
 
 * The file is decompressed on the fly (``.bz2``, ``.xz``/``.lzma``, ``.gz``, or by magic bytes)
-  and cut into blocks of complete lines that numba kernels parse straight into a dense
-  ``chunk_rows x d`` buffer (:mod:`daskauc.data._kernels`). Numbers are converted exactly
-  (equal to Python's ``float`` of the token).
+  and cut into blocks of complete lines (:mod:`daskauc.data.sources`) that numba kernels
+  parse straight into a dense ``chunk_rows x d`` buffer (:mod:`daskauc.data.parse`). Numbers
+  are converted exactly (equal to Python's ``float`` of the token).
 * The width ``d`` must be known before the first chunk is written. For LIBSVM with
   ``n_features=None`` a first, cheap streaming scan finds the largest feature index and the
   row count (and whether indices are 0-based); with ``n_features`` given the file is read
   once. Dense text gets its width from its first line. ``shuffle=True`` always scans first,
   because the shuffle needs the row count. LIBSVM that would densify into something absurd
   (see ``allow_dense``) is refused before anything is written, and once the size is known
-  the free space of the target's file system is checked before any work.
+  the free space of the target's file system is checked before any work
+  (:mod:`daskauc.data.space`).
 * Damage to compressed input (truncated, corrupt) is one ``ValueError`` naming the file,
   wherever the stream is read.
 * Labels are not converted while parsing: each row keeps a code for its raw label token and
   the codes are spilled to a temporary file. When the pass is over the label set is known,
-  it is mapped to {-1, +1} by the rules of :func:`daskauc._validation.label_classes` and
-  ``y`` is written from the spilled codes (a pass over 4 bytes per row, not over ``X``).
-* ``shuffle=True`` gives a uniformly random row permutation with bounded memory: every row
-  is sent to its destination chunk's region of a temporary spill file as its chunk is
-  parsed, then each destination chunk is read back, put in its final order and written. The
-  permutation itself is a memory-mapped spill file too.
+  it is mapped to {-1, +1} by the rules of :func:`daskauc._validation.label_classes`
+  (:mod:`daskauc.data.labels`) and ``y`` is written from the spilled codes.
+* ``shuffle=True`` gives a uniformly random row permutation with bounded memory, through
+  spill files beside the store (:mod:`daskauc.data.writers`).
 """
 
 from __future__ import annotations
 
-import bz2
-import contextlib
 import datetime as _dt
-import errno
-import gzip
-import hashlib
-import io
-import logging
-import lzma
 import os
-import re
 import shutil
-import tempfile
-import threading
-import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import dask.array as da
 import numpy as np
 
 from .. import _compute, _config
-from .._store import (
-    Dataset,
-    PendingStore,
-    _is_url,
-    begin_store,
-    check_writable,
-    create_array,
-    open_dataset,
-    owned_tmp_name,
-    remove_stale,
-    resolve_path,
-    writing_store,
-)
+from .._dataset import Dataset, open_dataset
+from .._store_write import PendingStore, begin_store, check_writable, create_array, writing_store
 from .._validation import (
     as_row_chunked,
     check_not_empty,
     check_param,
-    label_classes,
     reject_sparse,
     seed_sequence,
 )
 from ..engine.stream import class_counts_block
-from . import _kernels as K
-
-logger = logging.getLogger("daskauc")
+from .labels import _array_label_table, _check_pm1, _label_params, _label_table, _to_pm1
+from .parse import _overflow_advice, _Parser, _scan, _ZeroIndexSeen
+from .sources import (
+    _FORMATS,
+    _compression_of,
+    _DamagedInput,
+    _dense_layout,
+    _detect_format,
+    _head_lines,
+    _iter_blocks,
+    _open_text,
+)
+from .space import _check_dense, _check_store_space, _failing_cleanly, _nbytes
+from .writers import _check_text_space, _DirectWriter, _GuardedTarget, _ShuffleWriter, _spill_dir
 
 __all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
-
-_COMPRESSION_EXT = {".bz2": "bz2", ".xz": "xz", ".lzma": "xz", ".gz": "gzip"}
-_MAGIC = ((b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x1f\x8b", "gzip"))
-_LIBSVM_EXT = {".libsvm", ".svm", ".svmlight", ".t", ".trn", ".tst"}
-_DENSE_EXT = {".csv": ",", ".tsv": "\t"}
-_FORMATS = {"libsvm": "libsvm", "svmlight": "libsvm", "csv": "csv", "dense": "csv", "txt": "csv"}
-_BLOCK_BYTES = 8 * 2**20
-_SLOW_CAPACITY = 1 << 16
-_TOKEN_BLOCK_BYTES = 8 * 2**20
-
-
-# --------------------------------------------------------------------------------------------
-# reading text
-# --------------------------------------------------------------------------------------------
-
-
-class _HashingReader(io.RawIOBase):
-    """A raw reader that hashes the bytes of the file as stored (compressed)."""
-
-    def __init__(self, raw):
-        self._raw = raw
-        self.sha256 = hashlib.sha256()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        n = self._raw.readinto(b)
-        if n:
-            self.sha256.update(memoryview(b)[:n])
-        return n
-
-    def drain(self) -> None:
-        """Hash whatever the decompressor left unread (trailing bytes)."""
-        for block in iter(lambda: self._raw.read(1 << 20), b""):
-            self.sha256.update(block)
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
-
-
-def _compression_of(path: str) -> str | None:
-    ext = os.path.splitext(path)[1].lower()
-    if ext in _COMPRESSION_EXT:
-        return _COMPRESSION_EXT[ext]
-    with open(path, "rb") as f:
-        head = f.read(8)
-    for magic, kind in _MAGIC:
-        if head.startswith(magic):
-            return kind
-    return None
-
-
-class _DamagedInput(ValueError):
-    """A compressed file that cannot be decompressed to its end (truncated or corrupt)."""
-
-
-#: what the decompressors raise for damaged data: gzip EOFError / BadGzipFile (an OSError) /
-#: zlib.error, lzma EOFError / LZMAError, bz2 EOFError / OSError("Invalid data stream").
-_DECOMPRESS_ERRORS = (EOFError, zlib.error, lzma.LZMAError, OSError)
-
-
-class _CheckedStream:
-    """A decompressed stream whose damage is one ``ValueError`` naming the file and format.
-
-    Raised wherever the stream is read (the sniffing of the first lines, the scan, the parse,
-    a shuffle's spill pass), so the caller's cleanup runs and the CLI reports an input error,
-    not a lost cluster (it takes an ``OSError`` for one). An ``OSError`` with an errno is a
-    real I/O failure of the disk and is left as it is.
-    """
-
-    def __init__(self, f, path: str, compression: str | None):
-        self._f, self.path, self.compression = f, path, compression
-
-    def _damaged(self, exc: BaseException) -> _DamagedInput:
-        cause = ("unexpected end of stream" if isinstance(exc, EOFError)
-                 else " ".join(str(exc).split()) or type(exc).__name__)
-        return _DamagedInput(f"{self.path} is truncated or corrupt ({self.compression}: "
-                             f"{cause}); nothing was written")
-
-    def _call(self, method, n):
-        try:
-            return method(n)
-        except _DECOMPRESS_ERRORS as exc:
-            if isinstance(exc, OSError) and exc.errno is not None:
-                raise
-            raise self._damaged(exc) from None
-
-    def read(self, n: int = -1) -> bytes:
-        return self._call(self._f.read, n)
-
-    def readline(self, limit: int = -1) -> bytes:
-        return self._call(self._f.readline, limit)
-
-    def check_rest(self) -> None:
-        """Decompress the rest of the stream (discarded): raise if it is damaged."""
-        if self.compression is None:
-            return
-        logger.info("%s: checking that the rest of the compressed file is intact", self.path)
-        while self.read(1 << 20):
-            pass
-
-
-@contextlib.contextmanager
-def _open_text(path: str, compression: str | None, hasher: list | None = None):
-    """Open ``path`` as a decompressed binary stream (a :class:`_CheckedStream`); append the
-    hashing reader to ``hasher``."""
-    raw = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
-    if hasher is not None:
-        raw = _HashingReader(raw)
-        hasher.append(raw)
-    f: Any = io.BufferedReader(raw, 1 << 20)
-    if compression == "bz2":
-        f = bz2.BZ2File(f)
-    elif compression == "xz":
-        f = lzma.LZMAFile(f)
-    elif compression == "gzip":
-        f = gzip.GzipFile(fileobj=f)
-    try:
-        yield _CheckedStream(f, path, compression)
-        if isinstance(raw, _HashingReader):
-            raw.drain()
-    finally:
-        f.close()
-        raw.close()
-
-
-def _iter_blocks(stream, block_bytes: int | None = None) -> Iterator[np.ndarray]:
-    """Yield uint8 arrays of complete lines (each ending in a newline).
-
-    A line longer than ``_config.MAX_LINE_BYTES`` is an error naming it: the unfinished
-    line's pieces were concatenated again at every block (quadratic) until memory ran out.
-    """
-    block_bytes = block_bytes or _BLOCK_BYTES
-    max_line = _config.MAX_LINE_BYTES
-    pieces: list[bytes] = []  # the unfinished line
-    held = 0
-    lines = 0  # complete lines yielded
-    while True:
-        data = stream.read(block_bytes)
-        if not data:
-            if pieces:
-                yield np.frombuffer(b"".join(pieces) + b"\n", dtype=np.uint8)
-            return
-        cut = data.rfind(b"\n")
-        first = data.find(b"\n") if cut >= 0 else len(data)
-        if held + first > max_line:  # lines after the first are shorter than a block
-            _line_too_long(stream, lines + 1)
-        if cut < 0:
-            pieces.append(data)
-            held += len(data)
-            continue
-        if pieces:
-            block = np.frombuffer(b"".join([*pieces, data[: cut + 1]]), dtype=np.uint8)
-        else:
-            block = np.frombuffer(data, dtype=np.uint8, count=cut + 1)
-        lines += data.count(b"\n", 0, cut + 1)
-        yield block
-        pieces = [data[cut + 1 :]] if cut + 1 < len(data) else []
-        held = len(data) - cut - 1
-
-
-def _line_too_long(stream, line: int):
-    raise ValueError(
-        f"{getattr(stream, 'path', 'the input')}, line {line}: longer than "
-        f"{_nbytes(_config.MAX_LINE_BYTES)} without a line break; a text file holds one row "
-        "a line: check that this is one, or raise daskauc._config.MAX_LINE_BYTES if its rows "
-        "are that long")
-
-
-#: the first lines used to detect the format and the dense layout: at most this many lines
-#: and, after the first line (always read whole), about this many bytes.
-_HEAD_LINES = 20
-_HEAD_BYTES = 2**20
-
-
-def _head_lines(path: str, compression: str | None) -> list[tuple[int, str]]:
-    """The first non-blank, non-comment lines as ``(line_index, text)``."""
-    out: list[tuple[int, str]] = []
-    held = 0
-    max_line = _config.MAX_LINE_BYTES
-    with _open_text(path, compression) as f:
-        for i, raw in enumerate(iter(lambda: f.readline(max_line + 1), b"")):
-            if len(raw) > max_line and not raw.endswith(b"\n"):
-                _line_too_long(f, i + 1)
-            text = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
-            if text:
-                out.append((i, text))
-                held += len(text)
-                if len(out) >= _HEAD_LINES or held > _HEAD_BYTES:
-                    break
-    return out
-
-
-def _detect_format(path: str, head: list[tuple[int, str]]) -> str:
-    name = os.path.basename(path)
-    stem, ext = os.path.splitext(name)
-    if ext.lower() in _COMPRESSION_EXT:
-        ext = os.path.splitext(stem)[1]
-    ext = ext.lower()
-    if ext in _LIBSVM_EXT:
-        return "libsvm"
-    if ext in _DENSE_EXT:
-        return "csv"
-    pair = re.compile(r"\s\d+:\S")  # a token after the label that starts with "index:"
-    if any(pair.search(text) for _, text in head):
-        return "libsvm"
-    return "csv"
-
-
-def _iter_fields(text: str, delim: int) -> Iterator[str]:
-    """The fields of a line, one at a time (a wide line held as a list of Python strings
-    took about 60 bytes a field, 30 times its text)."""
-    if delim < 0:
-        for m in re.finditer(r"\S+", text):
-            yield m.group()
-        return
-    sep, start = chr(delim), 0
-    while True:
-        end = text.find(sep, start)
-        if end < 0:
-            yield text[start:].strip()
-            return
-        yield text[start:end].strip()
-        start = end + 1
-
-
-_IS_WORD = np.ones(256, dtype=bool)
-_IS_WORD[[9, 10, 11, 12, 13, 32]] = False
-
-
-def _count_fields(text: str, delim: int) -> int:
-    """The number of fields of a line (whitespace runs counted 1 MiB at a time)."""
-    if delim >= 0:
-        return text.count(chr(delim)) + 1
-    raw = text.encode("utf-8", "replace")
-    n, prev = 0, False
-    for a in range(0, len(raw), 1 << 20):
-        w = _IS_WORD[np.frombuffer(raw, dtype=np.uint8, count=min(1 << 20, len(raw) - a),
-                                   offset=a)]
-        n += int(w[0] and not prev) + int(np.count_nonzero(w[1:] & ~w[:-1]))
-        prev = bool(w[-1])
-    return n
-
-
-def _is_number(tok: str) -> bool:
-    try:
-        float(tok.strip("\"'"))
-    except ValueError:
-        return False
-    return True
-
-
-def _looks_like_header(text: str, delim: int, label_col: int) -> bool:
-    fields = _iter_fields(text, delim)
-    if not any(_is_number(t) for k, t in enumerate(fields) if k != label_col):
-        return True  # names, not values
-    # a header written by a dataframe library: the column numbers 0..k-1 or 1..k
-    zero_based = one_based = True
-    k = 0
-    for k, t in enumerate(_iter_fields(text, delim), 1):
-        try:
-            v = int(t.strip("\"'"))
-        except ValueError:
-            return False
-        zero_based &= v == k - 1
-        one_based &= v == k
-        if not (zero_based or one_based):
-            return False
-    return k >= 3
-
-
-# --------------------------------------------------------------------------------------------
-# parsing
-# --------------------------------------------------------------------------------------------
-
-
-def _shown(tok: str, limit: int = 80) -> str:
-    """A token as quoted in an error message (a token can be a whole line of megabytes)."""
-    return tok if len(tok) <= limit else f"{tok[:limit]}... ({len(tok):,} characters)"
-
-
-def _overflow_advice(dtype) -> str:
-    return (f"overflows {np.dtype(dtype).name} (largest {np.finfo(dtype).max:.6e}); pass "
-            'dtype="float64" (CLI: --dtype float64)')
-
-
-def _cast_checked(block: np.ndarray, target, rows: int | np.ndarray = 0) -> np.ndarray:
-    """``block`` as ``target``; a finite value that becomes infinite is an error naming it
-    (its row: ``rows`` + the block's row, or ``rows[r]`` for the rows of a shuffle)."""
-    with np.errstate(over="ignore"):
-        out = np.asarray(block, dtype=target)
-    if out.dtype.itemsize < np.asarray(block).dtype.itemsize and out.dtype.kind == "f":
-        bad = np.isinf(out)
-        if bad.any():
-            bad &= np.isfinite(block)
-            if bad.any():
-                r, c = (int(v) for v in np.argwhere(bad)[0])
-                row = int(rows[r]) if isinstance(rows, np.ndarray) else rows + r
-                raise ValueError(f"X[{row}, {c}] = {float(block[r, c])!r} "
-                                 f"{_overflow_advice(target)}")
-    return out
-
-
-def _cast_block(block: np.ndarray, target, block_info=None) -> np.ndarray:
-    return _cast_checked(block, target, block_info[0]["array-location"][0][0])
-
-
-class _ZeroIndexSeen(Exception):
-    """A 0 feature index appeared while reading 1-based (auto mode restarts 0-based)."""
-
-
-def _gather_tokens(buf: np.ndarray, spans: np.ndarray) -> np.ndarray:
-    """Byte tokens ``buf[s:e]`` for each span, as a fixed-width ``S`` array (vectorized)."""
-    lens = spans[:, 1] - spans[:, 0]
-    width = max(int(lens.max()) if lens.size else 1, 1)
-    offs = np.arange(width)
-    idx = np.minimum(spans[:, :1] + offs, buf.shape[0] - 1)
-    mat = np.where(offs < lens[:, None], buf[idx], 0).astype(np.uint8)
-    return np.ascontiguousarray(mat).view(f"S{width}").ravel()
-
-
-class _Chunk:
-    """One parsed row chunk: X rows, label codes and the file line of each row."""
-
-    __slots__ = ("X", "codes", "lines")
-
-    def __init__(self, X, codes, lines):
-        self.X, self.codes, self.lines = X, codes, lines
-
-
-class _Parser:
-    """Drive a parse kernel over blocks of lines; yield full row chunks."""
-
-    def __init__(self, path: str, fmt: str, n_features: int, dtype: np.dtype, chunk_rows: int,
-                 *, index_base: int = 1, label_col: int = 0, n_cols: int = 0, delim: int = -1):
-        self.path, self.fmt, self.index_base = path, fmt, index_base
-        self.label_col, self.n_cols, self.delim = label_col, n_cols, delim
-        self.X = np.zeros((chunk_rows, n_features), dtype=dtype)
-        self.spans = np.zeros((chunk_rows, 2), dtype=np.int64)
-        self.lines = np.zeros(chunk_rows, dtype=np.int64)
-        self.codes = np.zeros(chunk_rows, dtype=np.int32)
-        self.slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
-        # [max index, min index, slow entries, values stored, line of the max index]
-        self.stats = np.array([0, np.iinfo(np.int64).max, 0, 0, 0], dtype=np.int64)
-        self.filled = 0
-        self.line = 0
-        self.resume = -1  # >= 0: the next call continues a row stopped by a full `slow`
-        self.tokens: dict[bytes, int] = {}
-
-    def _call(self, buf, pos):
-        if self.fmt == "libsvm":
-            return K._parse_libsvm(buf, self.X, self.spans, self.lines, self.slow, self.stats,
-                                   pos, self.filled, self.line, self.index_base, self.resume)
-        return K._parse_dense(buf, self.X, self.spans, self.lines, self.slow, self.stats,
-                              pos, self.filled, self.line, self.label_col, self.n_cols,
-                              self.delim, self.resume)
-
-    @property
-    def values_read(self) -> int:
-        """LIBSVM index:value pairs stored so far."""
-        return int(self.stats[3])
-
-    def feed(self, buf: np.ndarray, start: int = 0) -> Iterator[_Chunk]:
-        pos = start
-        while True:
-            row0 = self.filled
-            pos, r, line, status, err = self._call(buf, pos)
-            if status < 0:
-                self._raise(buf, status, err, line)
-            if r > row0:
-                self._codes(buf, row0, r)
-            self._fix_slow(buf)
-            self.resume = err if status == K.SLOW_FULL else -1
-            self.filled, self.line = r, line
-            if status == K.FULL:
-                yield self._emit()
-            elif status == K.DONE:
-                return
-
-    def finish(self) -> Iterator[_Chunk]:
-        if self.filled:
-            yield self._emit()
-
-    def _emit(self) -> _Chunk:
-        n = self.filled
-        X = self.X[:n]
-        if not np.isfinite(X).all():
-            r, c = np.argwhere(~np.isfinite(X))[0]
-            raise ValueError(
-                f"{self.path}, line {self.lines[r] + 1}: non-finite value {X[r, c]} in feature "
-                f"column {c} (0-based); remove or impute NaN/inf before ingesting"
-            )
-        chunk = _Chunk(X, self.codes[:n], self.lines[:n])
-        return chunk
-
-    def reset(self) -> None:
-        """Called by the consumer once it has written the emitted chunk."""
-        if self.fmt == "libsvm":
-            self.X[: self.filled] = 0
-        self.filled = 0
-
-    def check_dense(self, rows: int) -> None:
-        """The densifying rule of :func:`_check_dense` over the rows read so far."""
-        _check_dense(self.path, rows, self.X.shape[1], self.X.itemsize, int(self.stats[3]),
-                     int(self.stats[0]), int(self.stats[4]) + 1, so_far=True)
-
-    def _codes(self, buf, a, b) -> None:
-        """Code rows a..b-1 by their raw label token, a few MiB of tokens at a time (rows x
-        the longest token at once took 200 GB for one 1 MB label in a 200,000-row chunk)."""
-        spans, table, cap = self.spans, self.tokens, _config.MAX_LABELS
-        longest = int((spans[a:b, 1] - spans[a:b, 0]).max())
-        step = max(1, _TOKEN_BLOCK_BYTES // max(1, longest))
-        for s in range(a, b, step):
-            e = min(b, s + step)
-            before = len(table)
-            uniq, inv = np.unique(_gather_tokens(buf, spans[s:e]), return_inverse=True)
-            m = np.array([table.setdefault(bytes(t), len(table)) for t in uniq], dtype=np.int32)
-            codes = self.codes[s:e] = m[inv.ravel()]
-            if len(table) > cap:  # the row whose label is the first beyond the cap, in order
-                new = np.flatnonzero(codes >= before)
-                _, first = np.unique(codes[new], return_index=True)
-                r = s + int(np.sort(new[first])[cap - before])
-                tok = bytes(buf[spans[r, 0] : spans[r, 1]]).decode("utf-8", "replace")
-                raise ValueError(
-                    f"{self.path}, line {self.lines[r] + 1}: more than {cap:,} distinct labels "
-                    f"(this one: {_shown(tok)!r}): is the label column a regression target or "
-                    "an ID? check the format and label_column, or raise "
-                    "daskauc._config.MAX_LABELS if the file really has that many classes")
-
-    def _fix_slow(self, buf) -> None:
-        k = int(self.stats[2])
-        X = self.X
-        for row, col, s, e in self.slow[:k]:
-            tok = bytes(buf[s:e]).decode("utf-8", "replace").strip().strip("\"'")
-            try:
-                v = float(tok)
-            except ValueError:
-                raise ValueError(
-                    f"{self.path}, line {self.lines[row] + 1}: cannot read {_shown(tok)!r} as "
-                    f"a number (feature column {col}, 0-based)"
-                ) from None
-            with np.errstate(over="ignore"):
-                X[row, col] = v
-            if np.isinf(X[row, col]) and np.isfinite(v):  # the fast path never overflows
-                raise ValueError(
-                    f"{self.path}, line {self.lines[row] + 1}: {_shown(tok)} in feature column "
-                    f"{col} (0-based) {_overflow_advice(X.dtype)}")
-        self.stats[2] = 0
-
-    def _raise(self, buf, status, err, line) -> None:
-        tail = buf[err:]
-        blank = np.flatnonzero((tail == 9) | (tail == 10) | (tail == 13) | (tail == 32))
-        end = err + (int(blank[0]) if blank.size else tail.shape[0])
-        tok = _shown(bytes(buf[err:end]).decode("utf-8", "replace"))
-        where = f"{self.path}, line {line + 1}"
-        d = self.X.shape[1]
-        if status == K.E_ZERO:
-            if self.index_base == 1:
-                raise _ZeroIndexSeen(where)
-        if status == K.E_RANGE:
-            raise ValueError(
-                f"{where}: feature index in {tok!r} is beyond n_features={d} (indices read as "
-                f"{self.index_base}-based); pass a larger n_features or leave it None"
-            )
-        if status in (K.E_INDEX, K.E_ZERO):
-            raise ValueError(f"{where}: {tok!r} does not start with a valid feature index")
-        if status == K.E_COLON:
-            raise ValueError(f"{where}: token {tok!r} is not of the form index:value")
-        if status == K.E_EMPTY:
-            raise ValueError(f"{where}: empty value near {tok!r}")
-        raise ValueError(
-            f"{where}: expected {self.n_cols} fields (as in the first data line), found another "
-            "number; check the delimiter and the rows"
-        )
-
-
-def _scan(path, compression, fmt, hasher) -> _ScanStats:
-    """Rows, extreme feature indices and where index 0 occurs (LIBSVM), in one pass."""
-    stats = np.array([0, -1, np.iinfo(np.int64).max, 0, 0, 0, 0, 0, 0, 0], dtype=np.int64)
-    kernel = K._scan_libsvm if fmt == "libsvm" else K._scan_rows
-    with _open_text(path, compression, hasher) as f:
-        for buf in _iter_blocks(f):
-            kernel(buf, stats)
-    return _ScanStats(*(int(v) for v in stats))
-
-
-@dataclass(frozen=True)
-class _ScanStats:
-    rows: int
-    max_index: int
-    min_index: int
-    rows_with_zero: int
-    rows_with_index: int
-    lines: int
-    first_zero_line: int
-    first_line_without_zero: int
-    values: int  # index:value tokens (LIBSVM)
-    max_index_line: int  # 1-based
-
-    def index_base(self, path) -> int:
-        """"auto" mode: 0-based only for a file that is 0-based throughout (index 0 on every
-        row with indices); one stray ``0:`` in a 1-based file is an error naming its line."""
-        if self.rows_with_zero == 0:
-            return 1
-        if self.rows_with_zero == self.rows_with_index:
-            logger.info("%s: every row has feature index 0; reading it as 0-based", path)
-            return 0
-        raise ValueError(
-            f"{path}, line {self.first_zero_line}: feature index 0, but line "
-            f"{self.first_line_without_zero} (and {self.rows_with_index - self.rows_with_zero - 1}"
-            " other rows) has none: the file mixes 0-based and 1-based rows. Pass "
-            "zero_based=True if it is 0-based (indices are then shifted down by one on every "
-            "row) or correct that line")
-
-
-# --------------------------------------------------------------------------------------------
-# labels
-# --------------------------------------------------------------------------------------------
-
-
-def _jsonable(v):
-    if isinstance(v, (np.floating, float)):
-        f = float(v)
-        return int(f) if f.is_integer() else f
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, (np.str_, np.bytes_)):
-        return str(v)
-    return v
-
-
-def _label_table(tokens: dict[bytes, int], pos_label, positive_classes, where: str):
-    """Map label codes to +1/-1; return (lut int8 per code, classes [[neg...], [pos...]])."""
-    if not tokens:
-        raise ValueError(f"{where}: no data rows")
-    raw = [t.decode("utf-8", "replace").strip().strip("\"'") for t in tokens]
-    try:
-        values: np.ndarray = np.array([float(s) for s in raw], dtype=np.float64)
-        if not np.isfinite(values).all():
-            bad = raw[int(np.argmin(np.isfinite(values)))]
-            raise ValueError(f"{where}: label {bad!r} is not a finite number")
-    except ValueError as exc:
-        if "finite" in str(exc):
-            raise
-        values = np.array(raw)
-    uniq, inv = np.unique(values, return_inverse=True)
-    try:
-        positives = label_classes(uniq, pos_label, positive_classes)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
-    is_pos = np.isin(uniq, positives)
-    lut = np.where(is_pos[inv.ravel()], 1, -1).astype(np.int8)
-    classes = [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
-    return lut, classes
-
-
-def _array_label_table(uniq: np.ndarray, pos_label, positive_classes):
-    positives = label_classes(uniq, pos_label, positive_classes)
-    is_pos = np.isin(uniq, positives)
-    return positives, [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
-
-
-# --------------------------------------------------------------------------------------------
-# ingest from text
-# --------------------------------------------------------------------------------------------
 
 
 def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
@@ -666,113 +84,9 @@ def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
     return dtype
 
 
-@contextlib.contextmanager
-def _failing_cleanly(store):
-    """On failure, remove the (still empty) directories above a local target that did not
-    exist before (a failed write leaves nothing behind, not even the folders it made), and
-    report a full file system as the input error it is, not as an ``OSError``, which the
-    command line takes for a lost cluster."""
-    p = os.fspath(store)
-    made = []
-    if not _is_url(p):
-        parent = os.path.dirname(resolve_path(p))
-        while parent and not os.path.exists(parent):
-            made.append(parent)
-            parent = os.path.dirname(parent)
-    try:
-        yield
-    except BaseException as exc:
-        for parent in made:  # deepest first; a directory someone filled meanwhile stays
-            with contextlib.suppress(OSError):
-                os.rmdir(parent)
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise ValueError(
-                f"{resolve_path(p)}: the file system ran out of space while writing it ({exc});"
-                " nothing was written") from exc
-        raise
-
-
-def _nbytes(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,.0f} bytes" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1024
-    raise AssertionError  # unreachable
-
-
-def _check_dense(path, rows: int, d: int, itemsize: int, values: int, max_index: int,
-                 max_line: int, *, so_far: bool = False) -> None:
-    """Refuse to densify sparse text into something absurd: a dense matrix larger than
-    ``_config.DENSE_MAX_BYTES`` AND more than ``_config.DENSE_MAX_RATIO`` times the bytes of
-    the non-zero values read (so fewer than 1 % of its entries would be non-zero)."""
-    dense = rows * d * itemsize
-    sparse = max(values, 1) * itemsize
-    ratio = dense / sparse
-    if dense <= _config.DENSE_MAX_BYTES or ratio <= _config.DENSE_MAX_RATIO:
-        return
-    read = "rows read so far" if so_far else "rows"
-    where = (f"the largest feature index, {max_index}, is on line {max_line}" if max_index > 0
-             else "no feature index was read")
-    raise ValueError(
-        f"{path}: the dense matrix would take {_nbytes(dense)} ({rows:,} {read} x {d:,} "
-        f"features x {itemsize} bytes), {ratio:,.0f} times the {_nbytes(sparse)} of the "
-        f"{values:,} non-zero values read; {where}. Nothing was written. Pass "
-        "allow_dense=True to write it anyway (memory stays bounded by one chunk), or reduce "
-        "the features first (sparse input is not supported yet)")
-
-
-def _check_free_space(store, needed: int, detail: str) -> None:
-    """Refuse a local write of ``needed`` bytes when the file system it goes to (that of the
-    nearest existing parent of ``store``) has less free space; URLs are not checked."""
-    p = os.fspath(store)
-    if not _config.CHECK_FREE_SPACE or needed <= 0 or _is_url(p):
-        return
-    path = resolve_path(p)
-    probe = os.path.dirname(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    free = shutil.disk_usage(probe).free
-    if needed > free:
-        def exact(n):
-            return f"{n:,} bytes" + (f" ({_nbytes(n)})" if n >= 1024 else "")
-
-        raise ValueError(
-            f"{path}: writing it needs {exact(needed)} for {detail}, but {exact(free)} are "
-            f"free on the file system of {probe}; free some space or write elsewhere (the "
-            "size is uncompressed: if the data compresses well, set "
-            "daskauc._config.CHECK_FREE_SPACE = False to write anyway)")
-
-
-def _check_text_space(store, rows: int, d: int, itemsize: int, shuffle: bool) -> None:
-    """The free space a text ingest needs once its first scan knows the rows: X and y, the
-    label codes' spill file, and the shuffle's spill files (beside a local store; in the
-    temporary directory for a URL)."""
-    data = rows * d * itemsize + rows
-    spill = 4 * rows  # label codes
-    if shuffle:  # X, each row's place in its chunk, the permutation
-        spill += rows * (d * itemsize + 4 + _perm_itemsize(rows))
-    if _is_url(os.fspath(store)):
-        _check_free_space(store, data, "X and y uncompressed")
-        _check_free_space(os.path.join(tempfile.gettempdir(), "spill"), spill,
-                          "the spill files of the ingest")
-        return
-    _check_free_space(store, data + spill,
-                      f"X and y uncompressed and {_nbytes(spill)} of spill files")
-
-
-def _spill_dir(store) -> str:
-    """A temporary directory beside a local target (same filesystem), named after this host
-    and process so that the next ingest there removes it if this one is killed."""
-    p = os.fspath(store)
-    if _is_url(p):
-        return tempfile.mkdtemp(prefix=".daskauc-spill-")
-    parent = os.path.dirname(resolve_path(p))
-    os.makedirs(parent, exist_ok=True)
-    prefix = os.path.join(parent, ".daskauc-spill-")
-    remove_stale(prefix)
-    path = owned_tmp_name(prefix)
-    os.mkdir(path)
-    return path
+# --------------------------------------------------------------------------------------------
+# ingest from text
+# --------------------------------------------------------------------------------------------
 
 
 def ingest(
@@ -901,9 +215,8 @@ def ingest(
         raise ValueError("header=True applies to dense text, not to LIBSVM files")
 
     params = {
-        "format": fmt, "n_features": n_features, "pos_label": _jsonable(pos_label),
-        "positive_classes": None if positive_classes is None
-        else [_jsonable(v) for v in positive_classes],
+        "format": fmt, "n_features": n_features,
+        **_label_params(pos_label, positive_classes),
         "label_column": label_column, "delimiter": delimiter, "header": header,
         "dtype": dtype.name, "chunk_rows": chunk_rows, "shuffle": shuffle,
         "zero_based": zero_based, "allow_dense": allow_dense,
@@ -923,33 +236,6 @@ def ingest(
             _scan(path, opts["compression"], "libsvm", []).index_base(path)  # 0, or mixed
             _ingest_text(zero_based=True, **kw)
     return open_dataset(store)
-
-
-def _dense_layout(path, head, delimiter, header, label_column, n_features) -> dict:
-    ext = os.path.splitext(path)[1].lower()
-    if ext in _COMPRESSION_EXT:
-        ext = os.path.splitext(os.path.splitext(path)[0])[1].lower()
-    first_line, first = head[0]
-    if delimiter is None:
-        if ext in _DENSE_EXT:
-            delim = ord(_DENSE_EXT[ext])
-        else:
-            delim = ord(",") if "," in first else -1
-    else:
-        delim = -1 if delimiter == " " else ord(delimiter)
-    n_cols = _count_fields(first, delim)
-    if n_cols < 2:
-        raise ValueError(f"{path}, line {first_line + 1}: found {n_cols} field(s); need the "
-                         "label and at least one feature (check the delimiter)")
-    if not -n_cols <= label_column < n_cols:
-        raise ValueError(f"label_column={label_column} is out of range for {n_cols} columns")
-    label_col = label_column % n_cols
-    if header is None:
-        header = _looks_like_header(first, delim, label_col)
-    if n_features is not None and n_features != n_cols - 1:
-        raise ValueError(f"{path} has {n_cols - 1} feature columns but n_features={n_features}")
-    return {"delim": delim, "n_cols": n_cols, "label_col": label_col, "header": bool(header),
-            "header_line": first_line, "n_features": n_cols - 1}
 
 
 def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, dtype,
@@ -1011,18 +297,9 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
             else:
                 writer = _DirectWriter(zX, spill, cr, known_rows=n_rows is not None)
             with _open_text(path, compression, None if hasher else hasher) as f:
+                header_lines = opts["header_line"] + 1 if fmt == "csv" and opts["header"] else 0
                 try:
-                    for k, buf in enumerate(_iter_blocks(f)):
-                        start = 0
-                        if k == 0 and fmt == "csv" and opts["header"]:
-                            start = _skip_lines(buf, opts["header_line"] + 1)
-                            parser.line = opts["header_line"] + 1
-                        for chunk in parser.feed(buf, start):
-                            if check_dense:
-                                parser.check_dense(writer.n + chunk.X.shape[0])
-                            writer.write(chunk)
-                            parser.reset()
-                    for chunk in parser.finish():
+                    for chunk in parser.chunks(_iter_blocks(f), header_lines):
                         if check_dense:
                             parser.check_dense(writer.n + chunk.X.shape[0])
                         writer.write(chunk)
@@ -1064,138 +341,6 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
         if writer is not None:
             writer.close()
         shutil.rmtree(spill, ignore_errors=True)
-
-
-def _skip_lines(buf: np.ndarray, n_lines: int) -> int:
-    pos = 0
-    for _ in range(n_lines):
-        nl = np.flatnonzero(buf[pos:] == 10)
-        pos = pos + int(nl[0]) + 1 if nl.size else buf.shape[0]
-    return pos
-
-
-class _DirectWriter:
-    """Write chunks in file order; spill label codes to a temporary file."""
-
-    def __init__(self, zX, spill: str, cr: int, known_rows: bool):
-        self.zX, self.cr, self.known = zX, cr, known_rows
-        self.codes_path = os.path.join(spill, "codes.i32")
-        self.codes_file = open(self.codes_path, "wb")  # noqa: SIM115 - closed in finish
-        self.n = 0
-
-    def close(self) -> None:
-        self.codes_file.close()
-
-    def write(self, chunk: _Chunk) -> None:
-        m = chunk.X.shape[0]
-        a, b = self.n, self.n + m
-        if not self.known:
-            self.zX.resize((b, self.zX.shape[1]))
-        self.zX[a:b] = chunk.X
-        chunk.codes.tofile(self.codes_file)
-        self.n = b
-
-    def finish(self, zy, lut: np.ndarray) -> np.ndarray:
-        self.close()
-        counts = np.zeros(2, dtype=np.int64)
-        for a in range(0, self.n, self.cr):
-            m = min(self.cr, self.n - a)
-            codes = np.fromfile(self.codes_path, dtype=np.int32, count=m, offset=4 * a)
-            yb = lut[codes]
-            zy[a : a + m] = yb
-            pos = int(np.count_nonzero(yb > 0))
-            counts += (m - pos, pos)
-        return counts
-
-
-def _perm_itemsize(n: int) -> int:
-    return 4 if n < 2**31 else 8
-
-
-class _ShuffleWriter:
-    """Bounded-memory shuffle: spill each row into its destination chunk's region, then
-    read every destination chunk back, put its rows in their final order and write it.
-
-    The final order is a uniform random permutation ``perm`` (row ``i`` goes to position
-    ``perm[i]``), drawn from the seed: the same as ``default_rng(seed).permutation(n)``. It
-    lives in a memory-mapped file of the spill directory, and each spilled row's position in
-    its destination chunk is spilled beside it, so the memory held does not grow with the
-    rows: ``permutation(n)`` and its inverse (``argsort``) held 16-24 bytes a row, 24 GB for
-    the billion rows a first scan can report.
-    """
-
-    def __init__(self, zX, spill: str, n: int, cr: int, d: int, dtype, seed):
-        self.zX, self.cr, self.d, self.dtype, self.n_total = zX, cr, d, dtype, n
-        idx = np.dtype(np.int32 if _perm_itemsize(n) == 4 else np.int64)
-        self.perm_map = np.memmap(os.path.join(spill, "perm.bin"), dtype=idx, mode="w+",
-                                  shape=(n,))
-        self.perm = self.perm_map.view(np.ndarray)  # Generator.shuffle of a memmap: 70x slower
-        step = 1 << 22
-        for a in range(0, n, step):
-            self.perm[a : a + step] = np.arange(a, min(n, a + step), dtype=idx)
-        np.random.default_rng(seed).shuffle(self.perm)  # = permutation(n), in place
-        self.fill = np.zeros(-(-n // cr), dtype=np.int64)
-        self.row_bytes = d * dtype.itemsize
-        self.x_path = os.path.join(spill, "X.bin")
-        self.c_path = os.path.join(spill, "codes.i32")
-        self.l_path = os.path.join(spill, "local.i32")  # each row's place in its chunk
-        self.x_fd = os.open(self.x_path, os.O_RDWR | os.O_CREAT, 0o600)
-        self.c_fd = os.open(self.c_path, os.O_RDWR | os.O_CREAT, 0o600)
-        self.l_fd = os.open(self.l_path, os.O_RDWR | os.O_CREAT, 0o600)
-        self.n = 0
-
-    def close(self) -> None:
-        """Close the spill files once (``finish`` closes them and the caller's ``finally``
-        again): a second ``os.close`` of the same number closes whatever file the process
-        opened with that number in between, such as another thread's, and made
-        ``shutil.rmtree`` of the spill directory fail with EBADF."""
-        for name in ("x_fd", "c_fd", "l_fd"):
-            fd = getattr(self, name)
-            if fd >= 0:
-                setattr(self, name, -1)
-                os.close(fd)
-        self.perm = self.perm_map = None  # unmaps the permutation's file
-
-    def write(self, chunk: _Chunk) -> None:
-        m = chunk.X.shape[0]
-        a, b = self.n, self.n + m
-        if b > self.n_total:
-            raise RuntimeError("the file has more rows than its first scan found")
-        final = self.perm[a:b]
-        dest = final // self.cr
-        order = np.argsort(dest, kind="stable")
-        js, starts = np.unique(dest[order], return_index=True)
-        ends = np.append(starts[1:], m)
-        for j, s0, s1 in zip(js.tolist(), starts.tolist(), ends.tolist(), strict=True):
-            sel = order[s0:s1]
-            off = j * self.cr + int(self.fill[j])
-            os.pwrite(self.x_fd, np.ascontiguousarray(chunk.X[sel]).data, off * self.row_bytes)
-            os.pwrite(self.c_fd, np.ascontiguousarray(chunk.codes[sel]).data, off * 4)
-            local = (final[sel] - j * self.cr).astype(np.int32)
-            os.pwrite(self.l_fd, local.data, off * 4)
-            self.fill[j] += sel.size
-        self.n = b
-
-    def finish(self, zy, lut: np.ndarray) -> np.ndarray:
-        self.close()
-        counts = np.zeros(2, dtype=np.int64)
-        for j in range(self.fill.size):
-            a = j * self.cr
-            m = min(self.cr, self.n - a)
-            bucket = np.fromfile(self.x_path, dtype=self.dtype, count=m * self.d,
-                                 offset=a * self.row_bytes).reshape(m, self.d)
-            codes = np.fromfile(self.c_path, dtype=np.int32, count=m, offset=4 * a)
-            local = np.fromfile(self.l_path, dtype=np.int32, count=m, offset=4 * a)
-            X = np.empty_like(bucket)
-            X[local] = bucket
-            del bucket
-            yb = np.empty(m, dtype=np.int8)
-            yb[local] = lut[codes]
-            self.zX[a : a + m] = X
-            zy[a : a + m] = yb
-            pos = int(np.count_nonzero(yb > 0))
-            counts += (m - pos, pos)
-        return counts
 
 
 # --------------------------------------------------------------------------------------------
@@ -1262,9 +407,7 @@ def ingest_array(
         "source": "array", "source_format": "dask" if isinstance(X, da.Array) else "numpy",
         "shuffled": bool(shuffle),
         "shuffle_seed": None if seed is None else str(seed.entropy),
-        "params": {"pos_label": _jsonable(pos_label),
-                   "positive_classes": None if positive_classes is None
-                   else [_jsonable(v) for v in positive_classes],
+        "params": {**_label_params(pos_label, positive_classes),
                    "dtype": None if dtype is None else dtype.name, "chunk_rows": chunk_rows,
                    "shuffle": shuffle},
         "created": _dt.datetime.now(tz=_dt.timezone.utc).isoformat(),
@@ -1280,8 +423,7 @@ def ingest_array(
             yd = yd.ravel()
         if yd.ndim != 1 or yd.shape[0] != Xd.shape[0]:
             raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
-        _check_free_space(store, Xd.shape[0] * (Xd.shape[1] * Xd.dtype.itemsize + 1),
-                          "X and y uncompressed")
+        _check_store_space(store, *Xd.shape, Xd.dtype.itemsize)
         uniq = np.unique(_compute.compute(da.unique(yd))[0])
         if uniq.dtype.kind == "f" and not np.isfinite(uniq).all():
             raise ValueError("y contains NaN or infinity")
@@ -1313,8 +455,7 @@ def ingest_array(
         yn = yn.ravel()
     if yn.ndim != 1 or yn.shape[0] != Xn.shape[0]:
         raise ValueError(f"X has {Xn.shape[0]} rows but y has shape {yn.shape}; they must match")
-    _check_free_space(store, Xn.shape[0] * (Xn.shape[1] * target.itemsize + 1),
-                      "X and y uncompressed")
+    _check_store_space(store, *Xn.shape, target.itemsize)
     if yn.dtype.kind == "f" and not np.isfinite(yn).all():
         row = int(np.argmin(np.isfinite(yn)))
         raise ValueError(f"y contains NaN or infinity (first at row {row})")
@@ -1330,8 +471,7 @@ def ingest_array(
     perm = np.random.default_rng(seed).permutation(n) if shuffle else None
     with _failing_cleanly(store), \
             writing_store(store, overwrite=overwrite, kind="dataset") as group:
-        zX = create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=target)
-        zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
+        zX, zy = _create_xy(group, n, d, cr, target)
         for a in range(0, n, cr):
             rows = slice(a, a + cr) if perm is None else perm[a : a + cr]
             zX[a : a + cr] = _cast_checked(Xn[rows], target, a if perm is None else rows)
@@ -1343,8 +483,25 @@ def ingest_array(
     return open_dataset(store)
 
 
-def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:
-    return np.where(np.isin(block, positives), 1, -1).astype(np.int8)
+def _cast_checked(block: np.ndarray, target, rows: int | np.ndarray = 0) -> np.ndarray:
+    """``block`` as ``target``; a finite value that becomes infinite is an error naming it
+    (its row: ``rows`` + the block's row, or ``rows[r]`` for the rows of a shuffle)."""
+    with np.errstate(over="ignore"):
+        out = np.asarray(block, dtype=target)
+    if out.dtype.itemsize < np.asarray(block).dtype.itemsize and out.dtype.kind == "f":
+        bad = np.isinf(out)
+        if bad.any():
+            bad &= np.isfinite(block)
+            if bad.any():
+                r, c = (int(v) for v in np.argwhere(bad)[0])
+                row = int(rows[r]) if isinstance(rows, np.ndarray) else rows + r
+                raise ValueError(f"X[{row}, {c}] = {float(block[r, c])!r} "
+                                 f"{_overflow_advice(target)}")
+    return out
+
+
+def _cast_block(block: np.ndarray, target, block_info=None) -> np.ndarray:
+    return _cast_checked(block, target, block_info[0]["array-location"][0][0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -1352,12 +509,11 @@ def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _check_pm1(block: np.ndarray) -> np.ndarray:
-    if block.size and not np.isin(block, (-1, 1)).all():
-        bad = block[~np.isin(block, (-1, 1))][0]
-        raise ValueError(
-            f"y must hold only -1 and +1 (found {bad!r}); map labels with ingest_array")
-    return block.astype(np.int8, copy=False)
+def _create_xy(group, n: int, d: int, cr: int, dtype):
+    """The empty ``X`` (``n`` x ``d``, ``dtype``) and int8 ``y`` of a store, ``cr`` rows a
+    chunk."""
+    return (create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=dtype),
+            create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8))
 
 
 def _counts_attrs(counts) -> dict:
@@ -1409,7 +565,7 @@ def write_dataset(
     n, d = Xd.shape
     if n == 0:
         raise ValueError("X has no rows")
-    _check_free_space(store, n * (d * Xd.dtype.itemsize + 1), "X and y uncompressed")
+    _check_store_space(store, n, d, Xd.dtype.itemsize)
     cr = int(chunk_rows or max(Xd.chunks[0]))
     target = tuple([cr] * (n // cr) + ([n % cr] if n % cr else []))
     if Xd.chunks[0] != target:
@@ -1421,16 +577,11 @@ def write_dataset(
     counts = yd.map_blocks(class_counts_block, chunks=((1,) * yd.numblocks[0], (2,)), new_axis=1,
                            dtype=np.int64, token="daskauc-class-counts").sum(axis=0)
 
-    def _arrays(group):
-        zX = create_array(group, "X", shape=(n, d), chunks=(cr, d), dtype=Xd.dtype)
-        zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
-        return zX, zy
-
     if compute:
         with _failing_cleanly(store), \
                 writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
                               storage_options=storage_options) as group:
-            targets = [_GuardedTarget(z) for z in _arrays(group)]
+            targets = [_GuardedTarget(z) for z in _create_xy(group, n, d, cr, Xd.dtype)]
             try:
                 stored = da.store([Xd, yd], targets, lock=False, compute=False)
                 _, c = _compute.compute(stored, counts)
@@ -1443,48 +594,9 @@ def write_dataset(
 
     pending = begin_store(store, kind="dataset", overwrite=overwrite, attrs=meta,
                           storage_options=storage_options)
-    zX, zy = _arrays(pending.group)
+    zX, zy = _create_xy(pending.group, n, d, cr, Xd.dtype)
     stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
     return pending.commit_delayed(stored, counts, attrs_from=_attrs_from_store_and_counts)
-
-
-class _GuardedTarget:
-    """A Zarr array that refuses writes once its write has failed, so that the failure can
-    wait for the writes in flight before the partial store is removed: dask's local
-    schedulers raise the first task error while other tasks still run, and a chunk written
-    after the abort re-created the hidden partial store. Pickled (to distributed workers)
-    it is the plain array."""
-
-    def __init__(self, array):
-        self._array = array
-        self._cond = threading.Condition()
-        self._busy = 0
-        self._closed = False
-        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
-
-    def __setitem__(self, key, value) -> None:
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("this write was abandoned after another task failed")
-            self._busy += 1
-        try:
-            self._array[key] = value
-        finally:
-            with self._cond:
-                self._busy -= 1
-                self._cond.notify_all()
-
-    def close_and_wait(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.wait_for(lambda: self._busy == 0)
-
-    def __reduce__(self):
-        return (_same, (self._array,))
-
-
-def _same(x):
-    return x
 
 
 def _attrs_from_store_and_counts(_stored, counts) -> dict:

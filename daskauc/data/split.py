@@ -19,7 +19,8 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
-from .._store import open_dataset, store_exists
+from .._dataset import open_dataset
+from .._store import store_exists
 from .._validation import as_row_chunked, is_store_path, seed_sequence
 from .ingest import write_dataset
 

@@ -1,9 +1,9 @@
-"""Numba kernels of the embedding module: k-means assignment and update, Gaussian kernel block.
+"""Numba kernels of the embedding module: k-means assignment and update, k-means++ seeding.
 
 Pure functions over arrays and scalars; argument order inputs / outputs / state / scalars.
 They accept read-only, C-contiguous float32 and float64 blocks and release the GIL, so Dask
-threads run them in parallel. The Python drivers in ``kmeans.py`` and ``nystroem.py`` own the
-loops over chunks and mini-batches.
+threads run them in parallel. The Python drivers in ``kmeans.py``, ``assign.py`` and
+``seeding.py`` own the loops over chunks and mini-batches.
 """
 
 from __future__ import annotations
@@ -208,88 +208,6 @@ def _sculley_update(
         eta = 1.0 / counts[c]
         for f in range(d):
             centers[c, f] += eta * (Xb[i, f] - centers[c, f])
-
-
-# exp(x) for x <= 0 as 2^k * p(r), k = round(x / ln 2), r = x - k ln 2 (Cody-Waite split),
-# p a Taylor polynomial. Written out so that LLVM vectorizes it (no SVML here); 2^k is built
-# from its exponent bits in a row buffer. Relative error: float64 <= 2e-15, float32 <= 3e-7.
-_LOG2E = 1.4426950408889634
-_LN2_HI = 0.693145751953125  # 17 significant bits: k * LN2_HI is exact for |k| < 2^11
-_LN2_LO = 1.4286068203094173e-06
-_LN2_HI32 = 0.693359375  # 9 significant bits for float32
-_LN2_LO32 = -2.12194440e-4
-
-
-@njit(**_JIT)
-def _gauss_from_gram_f64(
-    xsq,  # IN  (b,) float64: ||x_i||^2
-    usq,  # IN  (v,) float64: ||u_j||^2
-    bits,  # IN  (v,) int64 scratch row buffer (contents ignored)
-    K,  # INOUT (b, v) float64: x_i . u_j in, exp(-gamma ||x_i - u_j||^2) out
-    gamma,  # scalar > 0
-):
-    """Turn a Gram block into the Gaussian kernel block in place (float64)."""
-    b, v = K.shape
-    scale = bits.view(np.float64)
-    for i in range(b):
-        xi = xsq[i]
-        row = K[i]
-        for j in range(v):
-            d2 = xi + usq[j] - 2.0 * row[j]
-            d2 = max(d2, 0.0)  # rounding can leave tiny negatives
-            x = max(-gamma * d2, -708.0)  # keeps 2^k normal; below this the result is 0
-            kf = np.floor(x * _LOG2E + 0.5)
-            r = x - kf * _LN2_HI - kf * _LN2_LO
-            p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (
-                1 / 120 + r * (1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (
-                    1 / 362880 + r * (1 / 3628800 + r * (1 / 39916800 + r * (
-                        1 / 479001600))))))))))))
-            row[j] = p if x > -708.0 else 0.0  # flush what underflows to 0
-            bits[j] = (np.int64(kf) + 1023) << 52
-        for j in range(v):
-            row[j] *= scale[j]
-
-
-@njit(**_JIT)
-def _gauss_from_gram_f32(
-    xsq,  # IN  (b,) float32: ||x_i||^2
-    usq,  # IN  (v,) float32: ||u_j||^2
-    bits,  # IN  (v,) int32 scratch row buffer (contents ignored)
-    K,  # INOUT (b, v) float32: x_i . u_j in, exp(-gamma ||x_i - u_j||^2) out
-    gamma,  # scalar > 0
-):
-    """Turn a Gram block into the Gaussian kernel block in place (float32 arithmetic)."""
-    b, v = K.shape
-    scale = bits.view(np.float32)
-    g = np.float32(gamma)
-    two = np.float32(2.0)
-    zero = np.float32(0.0)
-    lo = np.float32(-87.0)  # exp(-87) ~ 1.6e-38, the smallest normal float32
-    half = np.float32(0.5)
-    log2e = np.float32(_LOG2E)
-    lnhi = np.float32(_LN2_HI32)
-    lnlo = np.float32(_LN2_LO32)
-    one = np.float32(1.0)
-    c2 = np.float32(1 / 2)
-    c3 = np.float32(1 / 6)
-    c4 = np.float32(1 / 24)
-    c5 = np.float32(1 / 120)
-    c6 = np.float32(1 / 720)
-    c7 = np.float32(1 / 5040)
-    for i in range(b):
-        xi = xsq[i]
-        row = K[i]
-        for j in range(v):
-            d2 = xi + usq[j] - two * row[j]
-            d2 = max(d2, zero)
-            x = max(-g * d2, lo)  # keeps 2^k normal; below lo the result is 0
-            kf = np.floor(x * log2e + half)
-            r = x - kf * lnhi - kf * lnlo
-            p = one + r * (one + r * (c2 + r * (c3 + r * (c4 + r * (c5 + r * (c6 + r * c7))))))
-            row[j] = p if x > lo else zero  # flush what underflows to 0
-            bits[j] = (np.int32(kf) + np.int32(127)) << np.int32(23)
-        for j in range(v):
-            row[j] *= scale[j]
 
 
 @njit(**_JIT)

@@ -73,9 +73,8 @@ import numpy as np
 
 from .._arrays import sample_rows
 from .._compute import compute
-from .._validation import as_labels, as_row_chunked, check_param, seed_sequence
-from .kmeans import _PARAMS as _KMEANS_PARAMS
-from .kmeans import _fit_kmeans
+from .._validation import as_labels, as_row_chunked, check_param, check_params, seed_sequence
+from .kmeans import MiniBatchKMeans, _fit_kmeans
 
 __all__ = ["Centres", "kmeans_centres", "nested_sample", "select_centres", "uniform_centres"]
 
@@ -247,11 +246,8 @@ def kmeans_centres(
     D. Sculley, "Web-scale k-means clustering", WWW 2010.
     B. Bahmani et al., "Scalable k-means++", PVLDB 5(7), 2012.
     """
-    for name, value in (("batch_size", batch_size), ("n_epochs", n_epochs),
-                        ("init_size", init_size)):
-        kind, kw = _KMEANS_PARAMS[name]
-        if value is not None or not kw.get("optional"):
-            check_param(name, value, kind, **{k: v for k, v in kw.items() if k != "optional"})
+    check_params(dict(batch_size=batch_size, n_epochs=n_epochs, init_size=init_size),
+                 MiniBatchKMeans._params)
     Xd = as_row_chunked(X)
     m = _check_m(m, int(Xd.shape[0]))
     centres, _, history, _ = _fit_kmeans(

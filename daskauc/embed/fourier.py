@@ -22,10 +22,6 @@ from .nystroem import _bandwidth_graph, _gamma_from_b
 
 __all__ = ["RandomFourierFeatures"]
 
-_PARAMS = {
-    "n_components": (int, {"low": 1}),
-    "gamma": (float, {"low": 0, "include_low": False, "optional": True}),
-}
 
 
 def _rff_block(block, W, b, scale):
@@ -71,6 +67,11 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     A. Rahimi and B. Recht, "Random features for large-scale kernel machines", NIPS 2007.
     """
 
+    _params = {
+        "n_components": (int, {"low": 1}),
+        "gamma": (float, {"low": 0, "include_low": False, "optional": True}),
+    }
+
     def __init__(self, n_components=1600, *, gamma=None, random_state=None, dtype=None):
         self.n_components = n_components
         self.gamma = gamma
@@ -79,7 +80,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         """Draw Omega and b (reads the first rows of X only when gamma is None)."""
-        check_params(self, _PARAMS)
+        check_params(self, self._params)
         if self.dtype is not None and np.dtype(self.dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be None, float32 or float64; got {self.dtype!r}")
         Xd = as_row_chunked(X, dtype=self.dtype)

@@ -45,22 +45,14 @@ from .._validation import (
     is_lazy_input,
     seed_sequence,
     set_features_in,
-    without_finite_check,
 )
-from ..engine.progress import report as report_progress
-from ..engine.stream import chunk_order, run_epoch
+from ..engine.stream import run_epochs
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres
 from .seeding import kmeans_parallel, kmeans_plusplus, resolve_init
 
 __all__ = ["MiniBatchKMeans", "minibatch_kmeans", "kmeans_plusplus"]
 
-_PARAMS = {
-    "n_clusters": (int, {"low": 1}),
-    "batch_size": (int, {"low": 1}),
-    "n_epochs": (int, {"low": 0}),
-    "init_size": (int, {"low": 1, "optional": True}),
-}
 
 
 def _child(ss: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
@@ -120,28 +112,21 @@ def _dummy_labels(Xd: da.Array) -> da.Array:
     return da.zeros(Xd.shape[0], chunks=(Xd.chunks[0],), dtype=np.int8)
 
 
-def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, epoch0=0, shuffle=True):
+def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, shuffle=True):
     """Run ``n_epochs`` epochs (one compute each); return centres, counts and history."""
-    y = _dummy_labels(Xd)
-    history = []
-    for e in range(n_epochs):
-        es = _child(ss, 1, epoch0 + e)
-        order = chunk_order(Xd.numblocks[0], _child(es, 0), shuffle=shuffle)
-        seeds = [_child(es, 1, k) for k in range(len(order))]
-        t0 = time.perf_counter()
-        centers, counts, sse, rows = run_epoch(
-            _kmeans_step, Xd if e == 0 else without_finite_check(Xd), y,
-            (centers, counts, 0.0, 0), solver="kmeans", order=order,
-            seeds=seeds, params={"batch_size": int(batch_size)},
-        )
-        history.append({
-            "epoch": epoch0 + e + 1,
-            "seconds": time.perf_counter() - t0,
-            # mean squared distance of each row to its centre at the time it was assigned
-            "batch_inertia": sse / max(rows, 1),
-            "n_empty": int(np.count_nonzero(counts == 0)),
-        })
-        report_progress(e + 1, n_epochs, "k-means epoch")
+
+    def record(state, seconds):
+        _, counts, sse, rows = state
+        # mean squared distance of each row to its centre at the time it was assigned
+        return {"seconds": seconds, "batch_inertia": sse / max(rows, 1),
+                "n_empty": int(np.count_nonzero(counts == 0))}
+
+    (centers, counts, *_), history = run_epochs(
+        _kmeans_step, Xd, _dummy_labels(Xd), (centers, counts), solver="kmeans",
+        n_epochs=n_epochs, params={"batch_size": int(batch_size)}, shuffle=shuffle,
+        seed_root=(ss.entropy, (*ss.spawn_key, 1)),
+        start=lambda state: (state[0], state[1], 0.0, 0),  # the sums are the epoch's
+        record=record, log=None, unit="k-means epoch")
     return centers, counts, history
 
 
@@ -262,12 +247,8 @@ def minibatch_kmeans(
     D. Arthur and S. Vassilvitskii, "k-means++: the advantages of careful seeding", SODA 2007.
     B. Bahmani et al., "Scalable k-means++", PVLDB 5(7), 2012.
     """
-    for name, value in (("n_clusters", n_clusters), ("batch_size", batch_size),
-                        ("n_epochs", n_epochs), ("init_size", init_size)):
-        if value is None and name == "init_size":
-            continue
-        kind, kw = _PARAMS[name]
-        check_param(name, value, kind, **{k: v for k, v in kw.items() if k != "optional"})
+    check_params(dict(n_clusters=n_clusters, batch_size=batch_size, n_epochs=n_epochs,
+                      init_size=init_size), MiniBatchKMeans._params)
     Xd = as_row_chunked(X)
     centers, counts, history, _ = _fit_kmeans(
         Xd, n_clusters, batch_size=batch_size, n_epochs=n_epochs, init_size=init_size,
@@ -358,6 +339,13 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     D. Sculley, "Web-scale k-means clustering", WWW 2010.
     """
 
+    _params = {
+        "n_clusters": (int, {"low": 1}),
+        "batch_size": (int, {"low": 1}),
+        "n_epochs": (int, {"low": 0}),
+        "init_size": (int, {"low": 1, "optional": True}),
+    }
+
     def __init__(self, n_clusters=8, *, batch_size=2048, n_epochs=3, init_size=None,
                  compute_labels="auto", random_state=None):
         self.n_clusters = n_clusters
@@ -368,7 +356,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     def _check_params(self):
-        check_params(self, _PARAMS)
+        check_params(self, self._params)
         check_param("compute_labels", self.compute_labels, object, choices=("auto", True, False))
 
     def fit(self, X, y=None):

@@ -1,4 +1,4 @@
-"""k-means Nystroem feature map for the Gaussian kernel, and embedding stores in Zarr.
+"""k-means Nystroem feature map for the Gaussian kernel: fitting the map and applying it.
 
 ``phi(x) = kappa(x, U) M`` with ``kappa(x, z) = exp(-gamma ||x - z||^2)``, landmarks ``U``
 (k-means centres by default) and ``M = V_r diag(lambda_r)^(-1/2)`` from the eigenpairs of
@@ -11,7 +11,8 @@ dtype (float32 stays float32, computed in float32; float64 is computed in float6
 
 Writing an embedding to Zarr is an explicit call, :meth:`KMeansNystroem.write_embedding`,
 that streams the map chunk by chunk into a store which also holds everything needed to map
-new points identically (:func:`load_embedding_map`).
+new points identically (:func:`load_embedding_map`); the stores' format is
+:mod:`daskauc.embed.embedding_store`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import json
 import os
 import warnings
 
-import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg
@@ -29,11 +29,11 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
-from .._compute import compute, share
+from .._compute import compute
+from .._dataset import Dataset, open_dataset
+from .._gaussian import gaussian_block
 from .._registry import model_class
-from .._store import Dataset, create_array, open_dataset, open_store, writing_store
 from .._validation import (
-    as_labels,
     as_numpy_rows,
     as_row_chunked,
     check_n_features,
@@ -46,8 +46,7 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
-from .._version import __version__
-from ._kernels import _gauss_from_gram_f32, _gauss_from_gram_f64
+from . import embedding_store
 from .kmeans import _child, _fit_kmeans
 
 __all__ = ["KMeansNystroem", "NystroemRankWarning", "load_embedding_map", "default_gamma",
@@ -61,14 +60,6 @@ class NystroemRankWarning(UserWarning):
 
 #: refuse landmarks="all" beyond this many rows (W alone would take 20 GB in float64)
 MAX_ALL_LANDMARKS = 50_000
-
-#: codec of the embedding X when ``compressor=None``: none. Measured (scripts/bench_embed.py,
-#: Nystroem features of standardized covtype rows, float32): zstd saves only a few percent of
-#: the bytes while writing and reading are slower (docs/benchmarks/embed.md: ratio 1.26, reads
-#: 0.52 GB/s against 1.02 GB/s uncompressed).
-DEFAULT_COMPRESSOR = "none"
-
-_STORE_KIND_MAP = "nystroem"
 
 #: ``n_components="auto"`` fits ``auto_landmarks(n, d)`` landmarks: the paper's 1,600, or
 #: fewer rows, or, for d <= 8 features, AUTO_LANDMARKS[d - 1] (measured: see auto_landmarks)
@@ -159,17 +150,6 @@ def default_gamma(X) -> float:
     return _gamma_from_b(compute(_bandwidth_graph(Xd))[0])
 
 
-def _gram_to_gauss(X: np.ndarray, U: np.ndarray, usq: np.ndarray, gamma: float) -> np.ndarray:
-    """``exp(-gamma ||x_i - u_j||^2)`` for one block, in X's dtype (U, usq already cast)."""
-    K = X @ U.T
-    xsq = np.einsum("ij,ij->i", X, X)
-    if K.dtype == np.float32:
-        _gauss_from_gram_f32(xsq, usq, np.empty(U.shape[0], np.int32), K, gamma)
-    else:
-        _gauss_from_gram_f64(xsq, usq, np.empty(U.shape[0], np.int64), K, gamma)
-    return K
-
-
 def gaussian_kernel(X, Z, gamma: float) -> np.ndarray:
     """Gaussian kernel matrix ``exp(-gamma ||x_i - z_j||^2)`` of two numpy arrays.
 
@@ -182,7 +162,7 @@ def gaussian_kernel(X, Z, gamma: float) -> np.ndarray:
         raise ValueError(f"X has {X.shape[1]} features and Z has {Z.shape[1]}")
     dt = np.result_type(X.dtype, Z.dtype)
     X, Z = X.astype(dt, copy=False), np.ascontiguousarray(Z, dtype=dt)
-    return _gram_to_gauss(X, Z, np.einsum("ij,ij->i", Z, Z), float(gamma))
+    return gaussian_block(X, Z, np.einsum("ij,ij->i", Z, Z), float(gamma))
 
 
 def _caller_level() -> int:
@@ -206,7 +186,7 @@ def _nystroem_block(block, U, usq, M, gamma, mean, scale):
         X = (X - mean) / scale
     if X.shape[0] == 0:
         return np.empty((0, M.shape[1]), U.dtype)
-    return _gram_to_gauss(X, U, usq, gamma) @ M
+    return gaussian_block(X, U, usq, gamma) @ M
 
 
 # ----------------------------------------------------------------------------- estimator
@@ -485,7 +465,8 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         chunk_rows : int, optional
             Rows per chunk of the embedding (dask chunk = Zarr chunk); default about 64 MiB.
         compressor : None, "none", "zstd" or a Zarr codec
-            None means ``DEFAULT_COMPRESSOR`` ("none", chosen by measurement: see the module).
+            None means ``DEFAULT_COMPRESSOR`` ("none", chosen by measurement: see
+            :mod:`daskauc.embed.embedding_store`).
 
         Returns
         -------
@@ -498,94 +479,23 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         (landmarks, projection, eigenvalues, scaler statistics; gamma and parameters in its
         attributes), and provenance (parameters, ``input_sha256``, ``map_sha256``, versions,
         class counts) in the group attributes. It is written through
-        :func:`daskauc._store.writing_store`, so an interrupted write never looks complete.
+        :func:`daskauc._store_write.writing_store`, so an interrupted write never looks complete.
         Under the threaded scheduler BLAS is limited to one thread per task while writing.
         """
         check_is_fitted(self, "projection_")
-        source_attrs: dict = {}
-        source_path = None
-        if is_store_path(source):
-            if y is not None:
-                raise ValueError("y must not be given when source is a dataset store path")
-            ds = open_dataset(source)
-            X, yy = ds.X, ds.y
-            source_attrs, source_path = ds.attrs, os.fspath(source)
-        else:
-            if y is None:
-                raise ValueError("y is required when source is an array (or pass a store path)")
-            X = source
-            yy, _ = as_labels(y)
-        Xd = as_row_chunked(X, dtype=self.dtype)
-        n = Xd.shape[0]
-        check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
-        if yy.shape[0] != n:
-            raise ValueError(f"X has {n} rows but y has {yy.shape[0]} labels; they must match")
-        mean = scale = None
-        if scaler is not None:
-            mean, scale = _scaler_stats(scaler, self.n_features_in_)
-        elif hasattr(self, "scaler_mean_"):
-            mean, scale = self.scaler_mean_, self.scaler_scale_
-        r = self.n_components_
-        if chunk_rows is None:
-            rows = _config.chunk_rows_for(r, Xd.dtype.itemsize, n)
-        else:
-            rows = check_param("chunk_rows", chunk_rows, int, low=1)
-        rows, Xd = _write_chunking(Xd, rows, exact=chunk_rows is not None)
-        if isinstance(yy, da.Array):
-            yd = yy.astype(np.int8).rechunk((Xd.chunks[0],))
-        else:
-            yd = da.from_array(np.asarray(yy, dtype=np.int8), chunks=(Xd.chunks[0],), name=False)
-        args = share(self._block_args(Xd.dtype, mean, scale))  # the projection: scattered
-        codecs = _codecs(compressor)
-        attrs = {
-            "n_samples": int(n),
-            "n_features": int(r),
-            "params": _json_params(self),
-            "input_sha256": getattr(self, "input_sha256_", None),
-            "map_sha256": _map_sha256(self, mean, scale),
-            "versions": _versions(),
-            "source": source_path,
-            "source_attrs": _jsonable(source_attrs),
-            "compressor": str(compressor if compressor is not None else DEFAULT_COMPRESSOR),
-        }
-        with writing_store(store, overwrite=overwrite, kind="embedding", attrs=attrs) as group:
-            zX = create_array(group, "X", shape=(n, r), chunks=(rows, r), dtype=Xd.dtype,
-                              compressors=codecs)
-            zy = create_array(group, "y", shape=(n,), chunks=(rows,), dtype=np.int8,
-                              compressors=codecs)
-            # one task per input chunk maps it and writes its output chunks (whole Zarr
-            # chunks, so no lock), one at a time: a worker holds one input chunk and one
-            # output chunk per thread, however many rows there are
-            first_row = da.arange(n, chunks=(Xd.chunks[0],), dtype=np.int64)
-            counts = da.blockwise(
-                _map_write_block, "i", Xd, "ij", yd, "i", first_row, "i", concatenate=True,
-                args=args, zX=zX, zy=zy, rows=rows, adjust_chunks={"i": 2}, dtype=np.int64,
-                token="daskauc-nystroem-write", meta=np.empty((0,), np.int64),
-            )
-            if dask.base.get_scheduler(collections=[counts]) is dask.threaded.get:
-                with _config.blas_limit(1):
-                    counts = compute(counts)[0]
-            else:
-                counts = compute(counts)[0]
-            nneg, npos = np.asarray(counts).reshape(-1, 2).sum(axis=0)
-            if int(npos) + int(nneg) != n:
-                raise ValueError("y must hold labels in {-1, +1} (int8) in a dataset store")
-            _write_map(group.create_group("map"), self, mean, scale)
-            group.attrs.update({"n_positive": int(npos), "n_negative": int(nneg)})
-        return open_dataset(store)
+        return embedding_store.write_embedding(
+            self, _nystroem_block, source, store, y=y, scaler=scaler, overwrite=overwrite,
+            chunk_rows=chunk_rows, compressor=compressor)
 
     def save(self, path, overwrite: bool = False) -> None:
         """Save the fitted map to a Zarr group (arrays + JSON attributes, no pickle)."""
         check_is_fitted(self, "projection_")
-        with writing_store(path, overwrite=overwrite, kind=_STORE_KIND_MAP,
-                           attrs={"versions": _versions()}) as group:
-            _write_map(group, self, getattr(self, "scaler_mean_", None),
-                       getattr(self, "scaler_scale_", None))
+        embedding_store.save_map(self, path, overwrite=overwrite)
 
     @classmethod
     def load(cls, path) -> KMeansNystroem:
         """Load a map written by :meth:`save`."""
-        return _read_map(open_store(path, kind=_STORE_KIND_MAP), cls)
+        return embedding_store.load_map(path, cls)
 
 
 def load_embedding_map(store) -> KMeansNystroem:
@@ -594,10 +504,7 @@ def load_embedding_map(store) -> KMeansNystroem:
     If the store was written with a scaler, the returned model's ``transform`` standardizes
     its input with the saved statistics first (``scaler_mean_``, ``scaler_scale_``).
     """
-    group = open_store(store, kind="embedding")
-    if "map" not in group:
-        raise ValueError(f"{store} has no 'map' group; was it written by write_embedding?")
-    return _read_map(group["map"], KMeansNystroem)
+    return embedding_store.read_embedding_map(store, KMeansNystroem)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -610,150 +517,3 @@ def _even_rows(n: int, target: int) -> int:
         return max(1, target)
     k = -(-n // max(1, target))
     return -(-n // k)
-
-
-def _write_chunking(Xd: da.Array, rows: int, exact: bool) -> tuple[int, da.Array]:
-    """Rows per output chunk and the input chunked so that each input chunk holds whole
-    output chunks (so one task maps and writes them, and no two tasks share a Zarr chunk).
-
-    With ``exact`` the output has ``rows`` rows per chunk; otherwise ``rows`` is a target,
-    and the output chunk is an equal split of the input chunk when the input is chunked
-    regularly (a store's chunks: nothing is rechunked), else ``rows`` with the input rechunked
-    to about its own chunk size in whole output chunks.
-    """
-    sizes = Xd.chunks[0]
-    c0 = max(sizes)
-    regular = all(c == c0 for c in sizes[:-1])
-    if not exact and regular:
-        if rows // 2 <= c0 <= rows:
-            return c0, Xd
-        k = -(-c0 // rows)
-        for parts in range(k, 2 * k + 1):  # an equal split near the target, if one exists
-            if c0 % parts == 0:
-                return c0 // parts, Xd
-    if regular and c0 % rows == 0:
-        return rows, Xd
-    group = rows * max(1, round(c0 / rows))
-    return rows, Xd.rechunk({0: group})
-
-
-def _map_write_block(Xb, yb, first, *, args, zX, zy, rows):
-    """Map one input chunk and write its output chunks at its rows, one output chunk at a
-    time; return its (neg, pos) counts."""
-    from .._rawchunks import write_rows
-
-    start = int(first[0]) if len(first) else 0
-    for s in range(0, Xb.shape[0], rows):
-        write_rows(zX, start + s, _nystroem_block(Xb[s : s + rows], *args))
-        write_rows(zy, start + s, np.asarray(yb[s : s + rows], dtype=np.int8))
-    return np.array([np.count_nonzero(yb < 0), np.count_nonzero(yb > 0)], dtype=np.int64)
-
-
-def _scaler_stats(scaler, d: int):
-    if not hasattr(scaler, "mean_") or not hasattr(scaler, "scale_"):
-        raise TypeError(
-            f"scaler must be a fitted object with mean_ and scale_ (e.g. StandardScaler); "
-            f"got {type(scaler).__name__}"
-        )
-    mean = np.zeros(d) if scaler.mean_ is None else np.asarray(scaler.mean_, dtype=np.float64)
-    scale = np.ones(d) if scaler.scale_ is None else np.asarray(scaler.scale_, dtype=np.float64)
-    for name, a in (("mean_", mean), ("scale_", scale)):
-        if a.shape != (d,):
-            raise ValueError(f"scaler.{name} has shape {a.shape}; the map expects ({d},)")
-        if not np.isfinite(a).all():
-            raise ValueError(f"scaler.{name} contains NaN or infinity")
-    if np.any(scale == 0):
-        raise ValueError("scaler.scale_ contains zeros")
-    return mean, scale
-
-
-def _codecs(compressor):
-    if compressor is None:
-        compressor = DEFAULT_COMPRESSOR
-    if isinstance(compressor, str):
-        if compressor == "none":
-            return None
-        if compressor == "zstd":
-            from zarr.codecs import ZstdCodec
-
-            return ZstdCodec()
-        raise ValueError(f"compressor must be None, 'none', 'zstd' or a Zarr codec; "
-                         f"got {compressor!r}")
-    return compressor
-
-
-def _versions() -> dict:
-    import numba
-    import zarr
-
-    return {"daskauc": __version__, "numpy": np.__version__, "dask": dask.__version__,
-            "zarr": zarr.__version__, "numba": numba.__version__}
-
-
-def _jsonable(obj):
-    return json.loads(json.dumps(obj, default=str))
-
-
-def _json_params(est: KMeansNystroem) -> dict:
-    p = est.get_params()
-    if not isinstance(p["landmarks"], str):
-        p["landmarks"] = "array"
-    p["dtype"] = None if p["dtype"] is None else np.dtype(p["dtype"]).name
-    rs = p["random_state"]
-    p["random_state"] = rs if (rs is None or isinstance(rs, int)) else repr(rs)
-    return _jsonable(p)
-
-
-def _map_sha256(est, mean, scale) -> str:
-    h = hashlib.sha256()
-    for a in (est.landmarks_, est.projection_, mean, scale):
-        if a is not None:
-            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
-    h.update(repr(est.gamma_).encode())
-    return h.hexdigest()
-
-
-def _write_map(group, est: KMeansNystroem, mean, scale) -> None:
-    arrays = {"landmarks": est.landmarks_, "projection": est.projection_,
-              "eigenvalues": est.eigenvalues_}
-    if mean is not None:
-        arrays["scaler_mean"] = np.asarray(mean, dtype=np.float64)
-        arrays["scaler_scale"] = np.asarray(scale, dtype=np.float64)
-    for name, a in arrays.items():
-        create_array(group, name, data=np.ascontiguousarray(a, dtype=np.float64), compressors=None)
-    group.attrs.update({
-        "gamma": float(est.gamma_),
-        "n_components": int(est.n_components_),
-        "n_features_in": int(est.n_features_in_),
-        "params": _json_params(est),
-        "input_sha256": getattr(est, "input_sha256_", None),
-        "map_sha256": _map_sha256(est, mean, scale),
-    })
-
-
-def _read_map(group, cls) -> KMeansNystroem:
-    attrs = dict(group.attrs)
-    if "gamma" not in attrs or "projection" not in group:
-        raise ValueError("the store holds no Nystroem map (gamma / projection missing)")
-    params = dict(attrs["params"])
-    landmarks = np.asarray(group["landmarks"][...], dtype=np.float64)
-    if params.get("landmarks") == "array":
-        params["landmarks"] = landmarks
-    if isinstance(params.get("random_state"), str):
-        params["random_state"] = None
-    est = cls(**params)
-    est.landmarks_ = landmarks
-    est.components_ = est.landmarks_
-    est.projection_ = np.asarray(group["projection"][...], dtype=np.float64)
-    est.eigenvalues_ = np.asarray(group["eigenvalues"][...], dtype=np.float64)
-    est.gamma_ = float(attrs["gamma"])
-    est.n_components_ = int(attrs["n_components"])
-    est.n_features_in_ = int(attrs["n_features_in"])
-    if attrs.get("input_sha256") is not None:
-        est.input_sha256_ = attrs["input_sha256"]
-    if "scaler_mean" in group:
-        est.scaler_mean_ = np.asarray(group["scaler_mean"][...], dtype=np.float64)
-        est.scaler_scale_ = np.asarray(group["scaler_scale"][...], dtype=np.float64)
-    if est.projection_.shape != (est.landmarks_.shape[0], est.n_components_):
-        raise ValueError("the stored map is inconsistent (projection shape)")
-    return est

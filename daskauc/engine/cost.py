@@ -36,7 +36,9 @@ EXPECTED_PASSES = {"squared_hinge": 250, "least_squares": 50}
 KERNEL_OVERHEAD = 1.35
 
 
-def _best_seconds(f, repeat: int = 3) -> float:
+def best_seconds(f, repeat: int = 3) -> float:
+    """The fastest of ``repeat`` timed calls of ``f()``, after one untimed warm-up (on a
+    shared machine a run can only come out slower)."""
     f()
     best = np.inf
     for _ in range(repeat):
@@ -46,32 +48,80 @@ def _best_seconds(f, repeat: int = 3) -> float:
     return best
 
 
+def gemm_rate(dtype=np.float32, n: int = 20000, k: int = 1600, m: int = 1600,
+              repeat: int = 3) -> float:
+    """FLOP/s of an ``n x k`` by ``k x m`` matrix product of ``dtype`` with the BLAS threads
+    in effect (wrap in ``_config.blas_limit(1)`` for one)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((n, k)).astype(dtype)
+    B = rng.standard_normal((k, m)).astype(dtype)
+    return 2.0 * n * k * m / best_seconds(lambda: A @ B, repeat)
+
+
+def kernel_tile_rate(d: int, threads: int = 1, rows: int = 256, cols: int = 1024, *,
+                     tiles: int = 16, seconds: float | None = 1.0, repeat: int = 3) -> float:
+    """FLOP/s of float32 GEMMs of one kernel tile's shape (``rows x (d + 2)`` by
+    ``(d + 2) x cols``), ``tiles`` per round on each of ``threads`` concurrent threads with
+    one BLAS thread each, as single-threaded Dask workers run the kernel-basis passes (the
+    total over the threads; the best round within about ``seconds``, or of ``repeat``
+    rounds when ``seconds`` is None)."""
+    import contextlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((rows, d + 2), dtype=np.float32)
+    B = rng.standard_normal((d + 2, cols), dtype=np.float32)
+    outs = [np.empty((rows, cols), np.float32) for _ in range(threads)]
+
+    def work(i):
+        for _ in range(tiles):
+            np.matmul(A, B, out=outs[i])
+
+    flops = threads * tiles * 2.0 * rows * (d + 2) * cols
+    pool_context = ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext()
+    with _config.blas_limit(1), pool_context as pool:
+        def one_round():
+            if pool is None:
+                work(0)
+            else:
+                list(pool.map(work, range(threads)))
+
+        if seconds is None:
+            return flops / best_seconds(one_round, repeat)
+        one_round()
+        best, end = np.inf, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            t = time.perf_counter()
+            one_round()
+            best = min(best, time.perf_counter() - t)
+    return flops / best
+
+
+def read_bandwidth(n_bytes: int = 2 * 2**30, repeat: int = 3, *, threads: bool = True) -> float:
+    """Bytes/s read from memory: a sum over ``n_bytes`` of float32, as a matrix-vector product
+    on BLAS's threads (``threads``) or numpy's one-threaded ``sum``."""
+    x = np.ones(n_bytes // 4, dtype=np.float32)
+    if threads:
+        ones = np.ones(4096, np.float32)
+        return n_bytes / best_seconds(lambda: x.reshape(-1, 4096) @ ones, repeat)
+    return n_bytes / best_seconds(lambda: x.sum(), repeat)
+
+
 @lru_cache(maxsize=1)
 def machine_rates() -> dict:
-    """Single-thread rates of this machine, measured once per process.
+    """Single-thread rates of this machine, measured once per process (about 0.2 s).
 
     ``tile_flops``: float32 GEMM of a kernel tile's shape (256 x 56 by 56 x 1024);
     ``gemm32_flops`` / ``gemm64_flops``: 512^3 float32 / float64 GEMM; ``read_bytes``: a
     sum over 64 MiB of float32.
     """
-    rng = np.random.default_rng(0)
-    out = {}
     with _config.blas_limit(1):
-        A = rng.standard_normal((256, 56), dtype=np.float32)
-        B = rng.standard_normal((56, 1024), dtype=np.float32)
-        G = np.empty((256, 1024), np.float32)
-
-        def tiles():
-            for _ in range(8):
-                np.matmul(A, B, out=G)
-
-        out["tile_flops"] = 8 * 2.0 * 256 * 56 * 1024 / _best_seconds(tiles)
-        for dt, key in ((np.float32, "gemm32_flops"), (np.float64, "gemm64_flops")):
-            M = rng.standard_normal((512, 512)).astype(dt)
-            out[key] = 2.0 * 512**3 / _best_seconds(lambda M=M: M @ M)
-        x = np.ones(2**24, np.float32)
-        out["read_bytes"] = x.nbytes / _best_seconds(lambda: x.sum())
-    return out
+        return {
+            "tile_flops": kernel_tile_rate(54, 1, 256, 1024, tiles=8, seconds=None),
+            "gemm32_flops": gemm_rate(np.float32, 512, 512, 512),
+            "gemm64_flops": gemm_rate(np.float64, 512, 512, 512),
+            "read_bytes": read_bandwidth(2**26, threads=False),
+        }
 
 
 def route_costs(n: int, d: int, m: int, *, loss: str, n_threads: int,

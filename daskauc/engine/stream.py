@@ -6,7 +6,9 @@ calls ``step(X_block, y_block, state, seed, *extras, **params)`` and returns the
 so only one chunk per worker thread is in use at a time: a dataset far larger than the
 cluster's memory streams through with bounded memory, reading each chunk from Zarr just
 before it is needed. Task keys are ``daskauc-<solver>-epoch-<token>`` so the dashboard shows
-which solver runs.
+which solver runs. :func:`run_epochs` is the one epoch loop every stochastic solver (and
+mini-batch k-means) runs: the epochs' seeds and chunk orders, one graph and one compute per
+epoch, the history, the progress and log lines, the divergence check, the callback.
 
 A step must not mutate the ``state`` it receives (a retried task would see the mutation);
 it copies what it changes.
@@ -28,10 +30,13 @@ reading again. A read that fails fails the task that needs it, as reading there 
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import dask
@@ -45,6 +50,9 @@ from dask.highlevelgraph import HighLevelGraph
 from .. import _config
 from .._compute import compute, threads_here
 from .._compute import share as share_constant
+from .progress import report as report_progress
+
+logger = logging.getLogger("daskauc")
 
 
 def chunk_order(n_chunks: int, seed: np.random.SeedSequence, shuffle: bool = True) -> np.ndarray:
@@ -410,6 +418,95 @@ def run_epoch(step, X, y, state, **kwargs) -> Any:
     """Build and compute one epoch (one compute, on the current Dask scheduler)."""
     (out,) = compute(epoch_graph(step, X, y, state, **kwargs))
     return out
+
+
+def run_epochs(
+    step: Callable[..., Any],
+    X: da.Array,
+    y: da.Array,
+    state: Any,
+    *,
+    solver: str,
+    n_epochs: int,
+    params: dict | None = None,
+    per_chunk: Sequence[Any] | None = None,
+    shuffle: bool = True,
+    n_chains: int = 1,
+    merge: Callable[..., Any] | None = None,
+    sync_every: int | None = None,
+    seed_root: tuple[int, tuple] | None = None,
+    start: Callable[[Any], Any] | None = None,
+    record: Callable[[Any, float], dict] | None = None,
+    finite: Callable[[Any], Sequence[np.ndarray]] | None = None,
+    diverged: str = "",
+    score: Callable[[Any], float] | None = None,
+    score_as: tuple[str, str] = ("auc", "AUC"),
+    log: str | None = "%s epoch %d: %.2fs",
+    unit: str = "epoch",
+    callback: Callable[[int, dict], Any] | None = None,
+) -> tuple[Any, list[dict]]:
+    """Run ``n_epochs`` epochs, one graph (:func:`epoch_graph`) and one compute each; return
+    the final state and the history, one record per epoch.
+
+    An epoch visits the chunks in the order and with the seeds :func:`epoch_plan` gives for
+    the run's root seed and the epoch's number. Either the state carries both (a frozen
+    dataclass with ``seed_entropy``, ``seed_key`` and ``epoch``, the epochs done, which
+    advances here after every epoch), so that later calls (``partial_fit``) continue one
+    random stream; or the root is ``seed_root`` and this call's epochs are numbered 0, 1, ...
+    The first epoch reads ``X`` through its lazy finiteness check, if it has one
+    (:func:`daskauc._validation.without_finite_check`), later ones the data under it.
+
+    What is the solver's own:
+
+    step, params, per_chunk, n_chains, merge, sync_every
+        The chain of the epoch (:func:`epoch_graph`), the solver's name ``solver`` in its keys.
+    start : the state an epoch starts from, made from the state the last epoch ended in.
+    record : ``record(state, seconds)``, the epoch's history record after ``"epoch"``
+        (default ``{"seconds": seconds}``); ``seconds`` is the time of the epoch's compute.
+    finite, diverged : the arrays that must stay finite, and the message of the
+        ``FloatingPointError`` raised when one does not (``{solver}`` and ``{epoch}`` filled in).
+    score, score_as : the validation AUC of the state, recorded under ``score_as[0]`` and
+        logged as ``score_as[1]``.
+    log : the epoch's log line, formatted with the solver, the epoch and the seconds (the
+        score appended); None for none.
+    unit : what the progress bar counts (:func:`daskauc.engine.progress.report`).
+    callback : ``callback(epoch, record)`` after every epoch (checkpoints).
+    """
+    from .._validation import without_finite_check
+
+    history = []
+    n_chunks = X.numblocks[0]
+    X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
+    for e in range(int(n_epochs)):
+        if seed_root is None:
+            order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
+                                      n_chunks, shuffle)
+        else:
+            order, seeds = epoch_plan(*seed_root, e, n_chunks, shuffle)
+        tic = time.perf_counter()
+        state = run_epoch(step, X if e == 0 else X_unchecked, y,
+                          state if start is None else start(state), solver=solver,
+                          order=order, seeds=seeds, per_chunk=per_chunk, params=params,
+                          n_chains=n_chains, merge=merge, sync_every=sync_every)
+        if seed_root is None:
+            state = replace(state, epoch=state.epoch + 1)
+            epoch = state.epoch
+        else:
+            epoch = e + 1
+        if finite is not None and not all(np.isfinite(a).all() for a in finite(state)):
+            raise FloatingPointError(diverged.format(solver=solver, epoch=epoch))
+        seconds = time.perf_counter() - tic
+        row = {"epoch": epoch, **(record(state, seconds) if record else {"seconds": seconds})}
+        if score is not None:
+            row[score_as[0]] = score(state)
+        history.append(row)
+        report_progress(e + 1, n_epochs, unit)
+        if log is not None:
+            logger.info(log + "%s", solver, epoch, seconds,
+                        f", {score_as[1]} {row[score_as[0]]:.4f}" if score is not None else "")
+        if callback is not None:
+            callback(epoch, row)
+    return state, history
 
 
 def class_counts_block(block: np.ndarray) -> np.ndarray:

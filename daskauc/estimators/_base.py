@@ -100,7 +100,7 @@ class AUCScoreMixin:
         from ..metrics import roc_auc
 
         if is_store_path(X) and y is None:
-            from .._store import open_dataset
+            from .._dataset import open_dataset
 
             ds = open_dataset(X)
             X, y = ds.X, ds.y

@@ -17,7 +17,7 @@ import os
 import dask.array as da
 import numpy as np
 
-from .._store import _is_url
+from .._store import is_url
 from .._validation import is_store_path
 
 
@@ -78,7 +78,8 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
         if resume:
             raise ValueError("resume=True needs checkpoint=PATH, the fit to continue")
         return None
-    from .._store import check_directory, resolve_path, restore_interrupted, store_exists
+    from .._store import resolve_path, restore_interrupted, store_exists
+    from .._store_write import check_directory
 
     path = resolve_path(checkpoint)
     targets = [(s, "the data store {} this fit reads") for s in _stores_read(X, y)]
@@ -90,7 +91,7 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
             raise ValueError(
                 f"the checkpoint path {path} is, or lies inside, {what.format(other)}: saving "
                 "a checkpoint there would destroy it; choose another path")
-    if not _is_url(path):  # its directory takes a file (one is created and removed there)
+    if not is_url(path):  # its directory takes a file (one is created and removed there)
         check_directory(path, shown=f"the checkpoint {path}")
         restore_interrupted(path)
     _refuse_foreign(path, type(est))
@@ -195,7 +196,7 @@ def _store_source(path: str, attrs: dict, array: str, shape) -> dict:
 def _store_array(obj):
     """The ``zarr.Array`` behind ``obj`` when ``obj`` is one, or is exactly the dask array
     of one (``open_dataset``, ``da.from_zarr``: not sliced, cast or rechunked); else None."""
-    from .._store import CheckedZarrArray
+    from .._dataset import CheckedZarrArray
     from .._validation import _is_zarr_array
 
     if _is_zarr_array(obj):
@@ -252,9 +253,9 @@ def _stores_read(*objs) -> list[str]:
 
 def _within(path: str, other: str) -> bool:
     """``path`` is ``other`` or lies inside it."""
-    if _is_url(path) != _is_url(other):
+    if is_url(path) != is_url(other):
         return False
-    if _is_url(path):
+    if is_url(path):
         return path == other or path.startswith(other.rstrip("/") + "/")
     return os.path.commonpath([path, other]) == other
 
@@ -268,7 +269,7 @@ def _refuse_foreign(path: str, cls: type) -> None:
     from ..io import _STATE_GROUP
 
     where = f"the checkpoint path {path}"
-    if not _is_url(path):
+    if not is_url(path):
         if not os.path.lexists(path):
             return
         if not os.path.isdir(path):

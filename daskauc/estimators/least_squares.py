@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._docs import fill_doc
 from .._registry import model_class
 from .._validation import (
     check_n_features,
@@ -170,6 +171,7 @@ class LSAUC(_LSModel):
         return lsauc(X, y, lam=float(self.lam), stats=stats)
 
 
+@fill_doc(combine=': ``w`` mixed by steps, the step counter summed, the means fixed')
 @model_class
 class TwoPassAUC(_LSModel):
     """TwoPassAUC (Luan & Gao 2018): class means, then SGD with an unbiased gradient of LS.
@@ -193,14 +195,8 @@ class TwoPassAUC(_LSModel):
     shuffle : bool
         Shuffle the chunk order each epoch (rows are always permuted inside a chunk).
     random_state : None, int or Generator
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: ``w`` mixed
-        by steps, the step counter summed, the means fixed). 1 is the sequential algorithm, bit
-        for bit; more chains use more workers and give a close, not identical, result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Notes
     -----
@@ -244,6 +240,7 @@ class TwoPassAUC(_LSModel):
                            sync_every=self.sync_every)
 
 
+@fill_doc(combine=': the class sums, scatters and counts added exactly, ``w`` mixed by steps')
 @model_class
 class OPAUC(_LSModel):
     """OPAUC (Gao et al. 2013): one pass with running class means and covariances.
@@ -263,15 +260,8 @@ class OPAUC(_LSModel):
     n_epochs : int >= 1, default 1
         The paper makes one pass.
     shuffle, random_state : as :class:`TwoPassAUC`.
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: the class
-        sums, scatters and counts added exactly, ``w`` mixed by steps). 1 is the sequential
-        algorithm, bit for bit; more chains use more workers and give a close, not identical,
-        result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Notes
     -----
@@ -307,6 +297,10 @@ class OPAUC(_LSModel):
                      n_chains=self.n_chains, sync_every=self.sync_every)
 
 
+@fill_doc(combine=(
+    ': ``(w, a, b, alpha)`` mixed by steps, the gamma-weighted averages exact, the '
+    'counters summed'
+))
 @model_class
 class SOLAM(_LSModel):
     """SOLAM (Ying, Wen & Lyu 2016) and regSOLAM (``penalty="l2"``, Natole et al. 2019).
@@ -337,15 +331,8 @@ class SOLAM(_LSModel):
     n_epochs : int >= 1, default 15
         The demo makes 15 passes.
     shuffle, random_state : as :class:`TwoPassAUC`.
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: ``(w, a, b,
-        alpha)`` mixed by steps, the gamma-weighted averages exact, the counters summed). 1 is
-        the sequential algorithm, bit for bit; more chains use more workers and give a close,
-        not identical, result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Notes
     -----
@@ -394,6 +381,7 @@ class SOLAM(_LSModel):
                      state=state, n_chains=self.n_chains, sync_every=self.sync_every)
 
 
+@fill_doc(combine=': ``w`` mixed by steps, the average exact, the class means fixed')
 @model_class
 class SPAM(_LSModel):
     """SPAM-L2 / SPAM-NET (Natole, Ying & Lyu 2018): stochastic proximal AUC maximization.
@@ -418,14 +406,8 @@ class SPAM(_LSModel):
         averaged, both at 20 epochs).
     n_epochs : int >= 1, default 20
     shuffle, random_state : as :class:`TwoPassAUC`.
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`). 1 is the
-        sequential algorithm, bit for bit; more chains use more workers and give a (close,
-        not identical) parameter-mixed result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Attributes
     ----------
@@ -481,6 +463,10 @@ class SPAM(_LSModel):
                     sync_every=self.sync_every)
 
 
+@fill_doc(combine=(
+    ": each chunk's duals from the chain that visited it and ``u`` summed, both exact; "
+    "``w`` and ``wbar`` mixed by iterations"
+))
 @model_class
 class SPDAM(_LSModel):
     """SPDAM (Natole, Ying & Lyu 2019): stochastic primal-dual, linear convergence to LSAUC.
@@ -497,15 +483,8 @@ class SPDAM(_LSModel):
         Bound on the rescaled row norms used by SPDC's step rules; default from the first
         pass.
     shuffle, random_state : as :class:`TwoPassAUC`.
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: each
-        chunk's duals from the chain that visited it and ``u`` summed, both exact; ``w`` and
-        ``wbar`` mixed by iterations). 1 is the sequential algorithm, bit for bit; more chains
-        use more workers and give a close, not identical, result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Notes
     -----

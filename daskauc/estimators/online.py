@@ -11,6 +11,7 @@ import functools
 import dask.array as da
 import numpy as np
 
+from .._docs import fill_doc
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
@@ -52,14 +53,13 @@ def _classes_arg(classes) -> np.ndarray:
 class _OnlineAUCModel(LinearAUCModel):
     """fit / partial_fit shared by the online estimators (subclasses define the solver)."""
 
-    def _param_table(self) -> dict:  # pragma: no cover - abstract
-        raise NotImplementedError
+    _params: dict = {}
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:  # pragma: no cover
         raise NotImplementedError
 
     def _check(self) -> None:
-        check_params(self, self._param_table())
+        check_params(self, self._params)
         seed_sequence(self.random_state)  # TypeError for a bad random_state
 
     def fit(self, X, y=None, *, checkpoint=None, resume: bool = False):
@@ -145,6 +145,10 @@ class _OnlineAUCModel(LinearAUCModel):
         return self
 
 
+@fill_doc(combine=(
+    ': ``w`` mixed by rows, the average exact, the reservoirs merged into uniform samples'
+    ' of all rows seen'
+))
 @model_class
 class OAM(_OnlineAUCModel):
     """Online AUC maximization with reservoir buffers (OAMseq / OAMgra).
@@ -176,14 +180,8 @@ class OAM(_OnlineAUCModel):
         ``partial_fit``, the AUC on the batch, which must then hold both classes).
     random_state : None, int or numpy Generator, default=None
         Seed of every random choice (orders and reservoir decisions).
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`). 1 is the
-        sequential algorithm, bit for bit; more chains use more workers and give a (close,
-        not identical) parameter-mixed result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Attributes
     ----------
@@ -237,17 +235,16 @@ class OAM(_OnlineAUCModel):
         self.n_chains = n_chains
         self.sync_every = sync_every
 
-    def _param_table(self) -> dict:
-        return {
-            "C": (float, dict(low=0.0, include_low=False)),
-            "buffer_size": (int, dict(low=1)),
-            "update": (str, dict(choices=UPDATES)),
-            "eta": (float, dict(low=0.0, include_low=False)),
-            "average": (bool, {}),
-            "n_epochs": (int, dict(low=1)),
-            "shuffle": (bool, {}),
-            "record_auc": (bool, {}),
-        }
+    _params = {
+        "C": (float, dict(low=0.0, include_low=False)),
+        "buffer_size": (int, dict(low=1)),
+        "update": (str, dict(choices=UPDATES)),
+        "eta": (float, dict(low=0.0, include_low=False)),
+        "average": (bool, {}),
+        "n_epochs": (int, dict(low=1)),
+        "shuffle": (bool, {}),
+        "record_auc": (bool, {}),
+    }
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:
         return oam(X, y, C=float(self.C), buffer_size=int(self.buffer_size), update=self.update,
@@ -257,6 +254,7 @@ class OAM(_OnlineAUCModel):
                    sync_every=self.sync_every)
 
 
+@fill_doc(combine=': ``w`` and ``b`` mixed by steps, the averages exact, the counters summed')
 @model_class
 class UnivariateAUC(_OnlineAUCModel):
     """Online SGD on the class-weighted univariate exponential or squared loss.
@@ -286,15 +284,8 @@ class UnivariateAUC(_OnlineAUCModel):
         Record the training AUC in ``history_`` after every epoch (one extra pass each).
     random_state : None, int or numpy Generator, default=None
         Seed of the chunk and row orders.
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: ``w`` and
-        ``b`` mixed by steps, the averages exact, the counters summed). 1 is the sequential
-        algorithm, bit for bit; more chains use more workers and give a close, not identical,
-        result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Attributes
     ----------
@@ -347,16 +338,15 @@ class UnivariateAUC(_OnlineAUCModel):
         self.n_chains = n_chains
         self.sync_every = sync_every
 
-    def _param_table(self) -> dict:
-        return {
-            "loss": (str, dict(choices=tuple(LOSSES))),
-            "lam": (float, dict(low=0.0)),
-            "schedule": (str, dict(choices=SCHEDULES)),
-            "n_epochs": (int, dict(low=1)),
-            "average": (bool, {}),
-            "shuffle": (bool, {}),
-            "record_auc": (bool, {}),
-        }
+    _params = {
+        "loss": (str, dict(choices=tuple(LOSSES))),
+        "lam": (float, dict(low=0.0)),
+        "schedule": (str, dict(choices=SCHEDULES)),
+        "n_epochs": (int, dict(low=1)),
+        "average": (bool, {}),
+        "shuffle": (bool, {}),
+        "record_auc": (bool, {}),
+    }
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:
         eta0 = auto_step(self, "eta0", self.AUTO_ETA0, state,

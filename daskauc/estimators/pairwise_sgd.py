@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+from .._docs import fill_doc
 from .._registry import model_class
 from .._validation import check_n_features, check_params, check_X_y, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
@@ -11,6 +12,12 @@ from ._base import LinearAUCModel
 from ._checkpoint import open_checkpoint
 
 
+@fill_doc(combine=(
+    ": with ``average=True`` the chains' scaled subgradient sums are added, which is the "
+    "sequential iterate of the same subgradients up to factors within ``rskip / (t + "
+    "t0)`` of 1, and the averages are merged exactly; with ``average=False`` the last "
+    "iterates are mixed by steps"
+))
 @model_class
 class PairwiseHingeSGD(LinearAUCModel):
     """Stochastic pairwise hinge AUC maximization streaming row chunks (SAUC / SVMSGD2).
@@ -36,18 +43,8 @@ class PairwiseHingeSGD(LinearAUCModel):
     shuffle : bool, default=True
         Visit the chunks in a new random order every epoch.
     random_state : int, Generator or None
-    n_chains : int >= 1 or "auto", default 1
-        Chains run in parallel over shares of the chunks each epoch (one per worker for
-        "auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`: with
-        ``average=True`` the chains' scaled subgradient sums are added, which is the
-        sequential iterate of the same subgradients up to factors within ``rskip / (t + t0)``
-        of 1, and the averages are merged exactly; with ``average=False`` the last iterates
-        are mixed by steps). 1 is
-        the sequential algorithm, bit for bit; more chains use more workers and give a close,
-        not identical, result.
-    sync_every : int or None, default None
-        With several chains, combine them after every ``sync_every`` chunks of each chain
-        instead of once per epoch.
+    %(n_chains)s
+    %(sync_every)s
 
     Attributes
     ----------

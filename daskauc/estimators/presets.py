@@ -208,7 +208,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         (``y=None``).
         """
         if is_store_path(X) and y is None:
-            from .._store import open_dataset
+            from .._dataset import open_dataset
 
             ds = open_dataset(X)
             X, y = ds.X, ds.y

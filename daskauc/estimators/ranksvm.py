@@ -21,7 +21,8 @@ from .._validation import (
     set_features_in,
 )
 from ..model_selection.c_path import select_C
-from ..solvers.newton import LINE_SEARCHES, prsvm_newton
+from ..solvers.linesearch import LINE_SEARCHES
+from ..solvers.newton import prsvm_newton
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
 

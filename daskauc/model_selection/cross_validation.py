@@ -28,8 +28,8 @@ from sklearn.model_selection import StratifiedKFold
 
 from .._compute import compute, persist
 from .._validation import check_X_y, seed_sequence
+from ..engine.placement import should_persist
 from ..metrics import roc_auc
-from ..solvers.newton import should_persist
 
 #: what a row of the table records besides the point's parameters
 _RECORDS = ("mean_auc", "std_auc", "fold_auc", "n_iter", "seconds")

@@ -49,16 +49,12 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 from .. import _config
 from .._arrays import class_counts, sample_rows, stratified_subsample
 from .._compute import compute
+from .._gaussian import gaussian_centres, kernel_block
 from .._validation import as_row_chunked, check_X_y, child_seed, seed_sequence
 from ..embed.centres import select_centres
 from ..embed.nystroem import default_gamma
 from ..metrics import roc_auc
-from ..solvers.kernel_basis import (
-    build_preconditioner,
-    gaussian_centres,
-    kernel_block,
-    kernel_scores,
-)
+from ..solvers.kernel_basis import build_preconditioner, kernel_scores
 from ..solvers.newton import prsvm_newton
 from ..solvers.stats import class_statistics, lsauc_from_stats
 from .kernel_model import KernelFunction, KernelSettings, choose_route, fit_kernel_model

@@ -32,6 +32,7 @@ from .._compute import distributed_client, persist
 from .._validation import check_X_y
 from ..embed.nystroem import KMeansNystroem, NystroemRankWarning
 from ..engine.cost import route_costs
+from ..engine.placement import memory_budget
 from ..solvers._result import SolverResult
 from ..solvers.kernel_basis import (
     build_preconditioner,
@@ -41,7 +42,7 @@ from ..solvers.kernel_basis import (
 )
 from ..solvers.kernel_lsauc import kernel_lsauc
 from ..solvers.kernel_newton import kernel_pairwise_newton
-from ..solvers.newton import memory_budget, prsvm_newton
+from ..solvers.newton import prsvm_newton
 from ..solvers.stats import class_statistics, lsauc
 
 

@@ -1,4 +1,4 @@
-"""Scores of a linear model, ``X @ coef``, for numpy and dask inputs."""
+"""Scores of a linear model, ``X @ coef``, for numpy and dask inputs, and their AUC."""
 
 from __future__ import annotations
 
@@ -19,3 +19,20 @@ def linear_scores(X, coef: np.ndarray):
         return X.map_blocks(scores_block, coef, drop_axis=1, dtype=X.dtype,
                             token="daskauc-scores", meta=np.empty((0,), X.dtype))
     return scores_block(X, coef)
+
+
+
+def validation_score(validation, average: bool):
+    """``score`` of :func:`daskauc.engine.stream.run_epochs` for a state with an iterate ``w``
+    and its average ``wbar``: the exact AUC of ``X_val @ wbar`` (``average``) or ``X_val @ w``
+    against ``y_val`` (both classes must occur); None without ``validation``."""
+    if validation is None:
+        return None
+    X, y = validation
+
+    def score(state) -> float:
+        from ..metrics import roc_auc
+
+        return float(roc_auc(y, linear_scores(X, state.wbar if average else state.w)))
+
+    return score

@@ -1,7 +1,7 @@
 """Numba kernels of the PRSVM+ solver: sorted-score pair coefficients and mixed-precision products.
 
 All kernels are pure functions over arrays; the Python drivers in :mod:`daskauc.solvers.pairwise`
-and :mod:`daskauc.solvers.newton` own sorting, validation and scheduling.
+own sorting, validation and scheduling.
 
 Notation (docs/algorithms.md, "Pairwise squared hinge: PRSVM+ truncated Newton"): positives
 ``P`` and negatives ``N`` each sorted by score, ``pos_idx`` / ``neg_idx`` their row indices in

@@ -5,8 +5,9 @@ The kernel-basis solvers (:mod:`daskauc.solvers.kernel_newton` for the pairwise 
 Gaussian kernel ``k(x, c) = exp(-gamma ||x - c||^2)`` at m centres ``c_1..c_m``; no n x m
 matrix is ever stored. Every pass over the rows recomputes the kernel block of each row chunk
 against the centres, tile by tile: a BLAS product of augmented rows and centres gives the
-exponents, a numba kernel (:mod:`daskauc.solvers._kernel_basis_kernels`) takes the
-exponential and folds it into the product the pass needs. A pass costs about ``2 n m d``
+exponents (the kernel-basis form of :mod:`daskauc._gaussian`), a numba kernel
+(:mod:`daskauc.solvers._kernel_basis_kernels`) takes the exponential and folds it into the
+product the pass needs. A pass costs about ``2 n m d``
 flops and reads the rows once; raw rows are small (covtype: 54 features, 100 MB), so they are
 persisted in the workers' memory when they fit.
 
@@ -21,7 +22,6 @@ import logging
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import dask.array as da
 import numpy as np
@@ -30,15 +30,22 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .. import _compute, _config
 from .._compute import compute, share
-from .._validation import as_labels, as_row_chunked, check_param, check_X_y
+from .._gaussian import (
+    GaussianCentres,
+    augmented_rows,
+    exp_bits,
+    gaussian_centres,
+    kernel_block,
+)
+from .._validation import as_row_chunked, check_param, check_X_y
+from ..engine.placement import should_persist, worker_records
+from ._graphs import fresh_token, tree_sum
 from ._kernel_basis_kernels import (
-    _exp_tile,
     _strip_rmatvec,
     _tile_matvec,
     _tile_matvec_store,
     _tile_rmatvec,
 )
-from .newton import _fresh_token, _tree_sum, _workers, should_persist
 from .preconditioner import NystroemPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -54,74 +61,13 @@ STRIP_ROWS = 64
 TASK_FLOPS = 1e11
 
 
-# ----------------------------------------------------------------------------- the centres
-
-
-@dataclass(frozen=True)
-class GaussianCentres:
-    """What a task needs to compute Gaussian kernel tiles against m centres.
-
-    ``CaT`` (d + 2, m) in the working dtype holds ``[2 gamma c'; -gamma; -gamma ||c'||^2]``
-    with ``c' = c - shift``, so that ``[x', ||x'||^2, 1] @ CaT = -gamma ||x - c||^2``;
-    ``shift`` (the centres' mean) keeps the norms small against the distances.
-    """
-
-    CaT: np.ndarray
-    shift: np.ndarray
-    gamma: float
-
-    @property
-    def m(self) -> int:
-        return int(self.CaT.shape[1])
-
-    @property
-    def dtype(self):
-        return self.CaT.dtype
-
-
-def gaussian_centres(centres, gamma: float, dtype=np.float64) -> GaussianCentres:
-    """Prepare ``centres`` (m x d) and ``gamma`` for tile products in ``dtype``."""
-    C = np.asarray(centres, dtype=np.float64)
-    if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] < 1:
-        raise ValueError(f"centres must be a non-empty 2-D array; got shape {C.shape}")
-    if not np.isfinite(C).all():
-        raise ValueError("centres contain NaN or infinity")
-    gamma = check_param("gamma", gamma, float, low=0.0, include_low=False)
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise TypeError(f"dtype must be float32 or float64; got {dtype}")
-    # rows and centres must be shifted by the very same numbers: round the shift to the
-    # working dtype first (a float64 shift for the centres against its float32 rounding for
-    # the rows moved float32 distances by up to eps * |shift|)
-    shift = C.mean(axis=0).astype(dtype).astype(np.float64)
-    Cs = C - shift
-    CaT = np.empty((C.shape[1] + 2, C.shape[0]))
-    CaT[:-2] = 2.0 * gamma * Cs.T
-    CaT[-2] = -gamma
-    CaT[-1] = -gamma * np.einsum("ij,ij->i", Cs, Cs)
-    return GaussianCentres(CaT=np.ascontiguousarray(CaT, dtype=dtype),
-                           shift=shift.astype(dtype), gamma=float(gamma))
-
-
-def _augmented_rows(block, gc: GaussianCentres) -> np.ndarray:
-    """``[x - shift, ||x - shift||^2, 1]`` per row, in the working dtype."""
-    X = np.asarray(block)
-    d = gc.CaT.shape[0] - 2
-    if X.ndim != 2 or X.shape[1] != d:
-        raise ValueError(f"rows must have {d} features to match the centres; got {X.shape}")
-    Xa = np.empty((X.shape[0], d + 2), dtype=gc.dtype)
-    np.subtract(X, gc.shift, out=Xa[:, :d], casting="unsafe")
-    Xs = Xa[:, :d]
-    Xa[:, d] = np.einsum("ij,ij->i", Xs, Xs, dtype=np.float64)
-    Xa[:, d + 1] = 1.0
-    return Xa
+# ------------------------------------------------------------------------------- tiles
 
 
 def _scratch(gc: GaussianCentres, size: int, cols: int):
     """A flat tile buffer of ``size`` values and the row buffers of the exponential."""
-    bits_dtype = np.int32 if gc.dtype == np.float32 else np.int64
     return (np.empty(max(size, 1), gc.dtype), np.empty(max(cols, 1), gc.dtype),
-            np.empty(max(cols, 1), bits_dtype))
+            exp_bits(gc.dtype, max(cols, 1)))
 
 
 def _tile(buf: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -133,18 +79,9 @@ def _tile(buf: np.ndarray, rows: int, cols: int) -> np.ndarray:
 # -------------------------------------------------------------------- products of one chunk
 
 
-def kernel_block(block, gc: GaussianCentres) -> np.ndarray:
-    """The kernel matrix ``k(x_i, c_j)`` of a (small) block of rows, in the working dtype."""
-    Xa = _augmented_rows(block, gc)
-    G = Xa @ gc.CaT
-    if G.size:
-        _exp_tile(G, _scratch(gc, 0, G.shape[1])[2])
-    return G
-
-
 def kernel_matvec_block(block, gc: GaussianCentres, v) -> np.ndarray:
     """``K_b v`` (float64) for one chunk of rows, never holding more than one tile."""
-    Xa = _augmented_rows(block, gc)
+    Xa = augmented_rows(block, gc)
     b, m = Xa.shape[0], gc.m
     v = np.ascontiguousarray(v, dtype=np.float64)
     out = np.zeros(b)
@@ -163,7 +100,7 @@ def kernel_matvec_block(block, gc: GaussianCentres, v) -> np.ndarray:
 
 def kernel_rmatvec_block(block, gc: GaussianCentres, U) -> np.ndarray:
     """``U^T K_b`` (float64, k x m) for one chunk; ``U`` is (b,) or (b, k)."""
-    Xa = _augmented_rows(block, gc)
+    Xa = augmented_rows(block, gc)
     b, m = Xa.shape[0], gc.m
     U = np.asarray(U, dtype=np.float64)
     U = np.ascontiguousarray(U[:, None] if U.ndim == 1 else U)
@@ -197,7 +134,7 @@ def kernel_gram_matvec_block(block, gc: GaussianCentres, v, weights) -> np.ndarr
     32,768, float32), tile after contiguous tile, between the two halves instead of being
     recomputed.
     """
-    Xa = _augmented_rows(block, gc)
+    Xa = augmented_rows(block, gc)
     b, m = Xa.shape[0], gc.m
     v = np.ascontiguousarray(v, dtype=np.float64)
     weights = np.ascontiguousarray(weights, dtype=np.float64)
@@ -235,7 +172,7 @@ def _share(gc: GaussianCentres, client):
 
 def pass_threads(client) -> int:
     """Threads a kernel pass runs on: the cluster's (``client``), else this machine's cores."""
-    workers = _workers(client)
+    workers = worker_records(client)
     if workers:
         return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
     return os.cpu_count() or 1
@@ -313,24 +250,12 @@ def _check_alpha(alpha0, m: int) -> np.ndarray:
     return a
 
 
-def _validation(X_val, y_val, d: int):
-    if X_val is None:
-        return None, None
-    if y_val is None:
-        raise ValueError("X_val was given without y_val")
-    Xv = as_row_chunked(X_val, name="X_val")
-    if Xv.shape[1] != d:
-        raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {d}")
-    yv, _ = as_labels(y_val, name="y_val")
-    return Xv, np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
-
-
 # ---------------------------------------------------------------------------- one pass
 
 
 def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce: bool):
     """One pass: ``fn(chunk, centres, *args_c)`` per chunk, tree-summed or concatenated."""
-    tok = _fresh_token()
+    tok = fresh_token()
     full = f"{name}-{tok}"
     layer: dict = {}
     keys = []
@@ -338,7 +263,7 @@ def _pass_graph(X: da.Array, centres_ref, fn, per_chunk_args, name: str, reduce:
         layer[(full, c)] = (fn, (X.name, c, 0), centres_ref, *per_chunk_args(c))
         keys.append((full, c))
     if reduce:
-        root = _tree_sum(layer, f"{full}-sum", keys)
+        root = tree_sum(layer, f"{full}-sum", keys)
     else:
         root = (f"{full}-cat", 0)
         layer[root] = (np.concatenate, keys)
@@ -358,7 +283,7 @@ def kernel_scores(X, centres, gamma: float, alpha, *, dtype=None):
     if isinstance(X, da.Array):
         Xd = X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
         gc = gaussian_centres(centres, gamma, np.dtype(dtype) if dtype else Xd.dtype)
-        tok = _fresh_token()
+        tok = fresh_token()
         name = f"daskauc-kernel-scores-{tok}"
         layer: dict = {(f"{name}-centres", 0): gc, (f"{name}-alpha", 0): alpha}
         for c in range(Xd.numblocks[0]):

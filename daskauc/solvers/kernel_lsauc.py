@@ -20,7 +20,10 @@ import time
 
 import numpy as np
 
-from .._validation import check_param
+from .._compute import distributed_client
+from .._gaussian import gaussian_centres
+from .._validation import check_param, validation_set
+from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (
     _check_alpha,
@@ -28,14 +31,11 @@ from .kernel_basis import (
     _pass_graph,
     _prepare_rows,
     _share,
-    _validation,
     build_preconditioner,
-    gaussian_centres,
     kernel_gram_matvec_block,
     kernel_matvec_block,
     kernel_rmatvec_block,
 )
-from .newton import _distributed_client, _threads_limit
 from .pairwise import class_indices
 from .preconditioner import NystroemPreconditioner
 
@@ -83,11 +83,11 @@ def kernel_lsauc(
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, check_input)
     m = C.shape[0]
     alpha = _check_alpha(alpha0, m)
-    Xv, yv = _validation(X_val, y_val, Xd.shape[1])
+    Xv, yv = validation_set(X_val, y_val, Xd.shape[1])
     pos, neg = class_indices(y_np)
     npos, nneg = pos.size, neg.size
 
-    client = _distributed_client()
+    client = distributed_client()
     gc = gaussian_centres(C, gamma, np.dtype(dtype) if dtype is not None else Xd.dtype)
     t0 = time.perf_counter()
     if preconditioner is None:
@@ -110,7 +110,7 @@ def kernel_lsauc(
     def rows(arr):
         return lambda c: (arr[bounds[c] : bounds[c + 1]],)
 
-    with _threads_limit(client):
+    with threads_limit(client):
         mu = _pass_graph(Xd, ref, kernel_rmatvec_block, rows(U), "daskauc-kernel-ls-means",
                          reduce=True)
         passes += 1

@@ -31,27 +31,23 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_labels, check_param
+from .._compute import distributed_client
+from .._gaussian import gaussian_centres
+from .._validation import as_labels, check_param, validation_set
+from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (
     _check_alpha,
     _check_problem,
     _prepare_rows,
     _share,
-    _validation,
     build_preconditioner,
-    gaussian_centres,
     kernel_matvec_block,
     kernel_rmatvec_block,
 )
-from .newton import (
-    LINE_SEARCHES,
-    _distributed_client,
-    _newton_loop,
-    _PairwiseOperator,
-    _threads_limit,
-)
-from .pairwise import class_indices, pairwise_coefficients
+from .linesearch import LINE_SEARCHES
+from .newton import newton_loop
+from .pairwise import PairwiseOperator, class_indices, pairwise_coefficients
 from .preconditioner import NystroemPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -70,7 +66,7 @@ WEIGHTINGS = ("mean", "pairs")
 
 
 class KernelBasis:
-    """The Gaussian kernel basis for the pairwise Newton solver (see ``newton.LinearBasis``).
+    """The Gaussian kernel basis for the pairwise Newton solver (see ``pairwise.LinearBasis``).
 
     ``matvec`` gives the scores ``K_b alpha``, ``gradient`` and ``rmatvec`` the products with
     ``K_b^T``; the regularizer is ``K~ = T^T T`` and the preconditioner ``B B^T`` of
@@ -246,12 +242,12 @@ def kernel_pairwise_newton(
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, check_input)
     m = C.shape[0]
     alpha = _check_alpha(alpha0, m)
-    Xv, yv = _validation(X_val, y_val, Xd.shape[1])
+    Xv, yv = validation_set(X_val, y_val, Xd.shape[1])
     pos, neg = class_indices(y_np)
     n_pairs = float(pos.size) * float(neg.size)
     C_loop = 1.0 / (lam * n_pairs)
 
-    client = _distributed_client()
+    client = distributed_client()
     work_dtype = np.dtype(dtype) if dtype is not None else Xd.dtype
     gc = gaussian_centres(C, gamma, work_dtype)
     t0 = time.perf_counter()
@@ -274,7 +270,7 @@ def kernel_pairwise_newton(
             raise ValueError(f"centre_labels must have {m} labels; got {centre_labels.shape}")
     basis = KernelBasis(centres_ref, m, preconditioner, precondition, weighting,
                         centre_labels, n_pairs)
-    op = _PairwiseOperator(Xd, y_np, C_loop, basis=basis)
+    op = PairwiseOperator(Xd, y_np, C_loop, basis=basis)
 
     def scaled(record: dict) -> dict:
         out = dict(record)
@@ -284,8 +280,8 @@ def kernel_pairwise_newton(
         return out
 
     cb = None if callback is None else (lambda a, rec: callback(a, scaled(rec)))
-    with _threads_limit(client):
-        result = _newton_loop(
+    with threads_limit(client):
+        result = newton_loop(
             op, alpha, tol=tol, max_iter=max_iter, cg_tol=cg_tol, max_cg=max_cg,
             line_search=line_search, decrement_tol=None, callback=cb, Xv=Xv, yv=yv,
             persisted=persisted,
@@ -305,12 +301,12 @@ def _operator(X, y, centres, gamma, lam, jitter, dtype):
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, True)
     pos, neg = class_indices(y_np)
     n_pairs = float(pos.size) * float(neg.size)
-    client = _distributed_client()
+    client = distributed_client()
     gc = gaussian_centres(C, gamma, np.dtype(dtype) if dtype is not None else Xd.dtype)
     pc = build_preconditioner(C, gamma, jitter=jitter)
     Xd, _ = _prepare_rows(Xd, C.shape[0], True, client)
     basis = KernelBasis(_share(gc, client), C.shape[0], pc, precondition=False)
-    return _PairwiseOperator(Xd, y_np, 1.0 / (lam * n_pairs), basis=basis), lam, n_pairs, client
+    return PairwiseOperator(Xd, y_np, 1.0 / (lam * n_pairs), basis=basis), lam, n_pairs, client
 
 
 def kernel_objective_gradient(X, y, centres, alpha, *, gamma: float, lam: float,
@@ -323,7 +319,7 @@ def kernel_objective_gradient(X, y, centres, alpha, *, gamma: float, lam: float,
     """
     op, lam, n_pairs, client = _operator(X, y, centres, gamma, lam, jitter, dtype)
     a = _check_alpha(alpha, op.basis.m)
-    with _threads_limit(client):
+    with threads_limit(client):
         coef, _, sums = op.scores_and_gradient(a, (op.pos, op.neg), with_g0=False)
     Ka = op.basis.regularize(a)
     F = 0.5 * lam * float(a @ Ka) + coef.loss / n_pairs
@@ -337,7 +333,7 @@ def kernel_hessian_product(X, y, centres, alpha, v, *, gamma: float, lam: float,
     op, lam, n_pairs, client = _operator(X, y, centres, gamma, lam, jitter, dtype)
     a = _check_alpha(alpha, op.basis.m)
     v = _check_alpha(v, op.basis.m)
-    with _threads_limit(client):
+    with threads_limit(client):
         _, handle, _ = op.scores_and_gradient(a, (op.pos, op.neg), with_g0=False)
         xtlq, _ = op.hessian_product(handle, v)
     return lam * op.basis.regularize(v) + (2.0 / n_pairs) * xtlq

@@ -30,7 +30,7 @@ a pair of chunks is met from both sides: every positive-negative pair of the dat
 ``rate`` times per epoch in expectation, as in Algorithm 3, whatever the row order, and an
 epoch makes ``n`` steps in expectation (tested against the uniform law by replaying the
 draws). One chunk is Algorithm 3 exactly. With the window, ijcnn1 in file order reaches
-0.9959-0.9961 (``scripts/defaults.py``). Two earlier designs that were measured and dropped:
+0.9959-0.9961 (``benchmarks/defaults.py``). Two earlier designs that were measured and dropped:
 the negatives of the one chunk visited before as partners (uniform pairs, but each epoch
 paired a chunk's positives with one other chunk's negatives only: 0.9931-0.9946), and a small
 first-in-first-out pool of negatives (each pooled row served ~16 steps of a visit: 0.001 AUC
@@ -47,7 +47,6 @@ one constant-step pass over the sample decreases (Bottou's ``determineEta0``).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, replace
 
 import dask.array as da
@@ -55,11 +54,10 @@ import numpy as np
 
 from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
-from .._validation import seed_sequence, without_finite_check
+from .._validation import seed_sequence
 from ..engine.chains import merge_by_steps, merge_running_average
-from ..engine.progress import report as report_progress
-from ..engine.stream import block_class_counts, epoch_graph, epoch_plan, resolve_chains
-from ._linear import linear_scores
+from ..engine.stream import block_class_counts, resolve_chains, run_epochs
+from ._linear import validation_score
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
 
@@ -371,35 +369,14 @@ def pairwise_hinge_sgd(
     params = dict(lam=float(lam), rskip=int(rskip), askip=int(askip) if average else 0,
                   average_start=int(average_start), rate=pair_rate(counts),
                   n_chunks=int(X.numblocks[0]))
-    history = []
-    chains = resolve_chains(n_chains)
-    X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
-    for e in range(n_epochs):
-        order, visit_seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
-                                        X.numblocks[0], shuffle)
-        tic = time.perf_counter()
-        graph = epoch_graph(_nsauc_step, X if e == 0 else X_unchecked, y, state, solver="nsauc",
-                            order=order,
-                            seeds=visit_seeds, per_chunk=list(range(X.numblocks[0])),
-                            params=params,
-                            n_chains=chains,
-                            merge=merge_chains if average else merge_last_iterates,
-                            sync_every=sync_every)
-        (state,) = compute(graph)
-        state = replace(state, epoch=state.epoch + 1)
-        row = {"epoch": state.epoch, "steps": state.t, "seconds": time.perf_counter() - tic}
-        if validation is not None:
-            from ..metrics import roc_auc
-
-            coef = state.wbar if average else state.w
-            Xv, yv = validation
-            row["val_auc"] = float(roc_auc(yv, linear_scores(Xv, coef)))
-        history.append(row)
-        report_progress(e + 1, n_epochs)
-        logger.info("nsauc epoch %d: %.2fs%s", state.epoch, row["seconds"],
-                    f", val AUC {row['val_auc']:.4f}" if "val_auc" in row else "")
-        if callback is not None:
-            callback(state.epoch, row)
+    state, history = run_epochs(
+        _nsauc_step, X, y, state, solver="nsauc", n_epochs=n_epochs, params=params,
+        per_chunk=list(range(X.numblocks[0])), shuffle=shuffle,
+        n_chains=resolve_chains(n_chains),
+        merge=merge_chains if average else merge_last_iterates, sync_every=sync_every,
+        record=lambda s, seconds: {"steps": s.t, "seconds": seconds},
+        score=validation_score(validation, average),
+        score_as=("val_auc", "val AUC"), callback=callback)
     coef = state.wbar if average and state.q > 0 else state.w
     return SolverResult(coef=coef.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

@@ -22,23 +22,17 @@ run is reproducible bit for bit for a given seed and chunking, on any scheduler.
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass, replace
 
 import dask.array as da
 import numpy as np
 
-from .._compute import compute
-from .._validation import as_row_chunked, without_finite_check
+from .._validation import as_row_chunked
 from ..engine.chains import merge_reservoirs, merge_running_average, mix_iterates
-from ..engine.progress import report as report_progress
-from ..engine.stream import epoch_graph, epoch_plan, resolve_chains, seed_root
-from ._linear import linear_scores
+from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ._linear import validation_score
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult
-
-logger = logging.getLogger("daskauc")
 
 UPDATES = ("seq", "gra")
 
@@ -146,13 +140,6 @@ def as_stream_input(X, y, chunk_rows: int | None):
     return X, y
 
 
-def _training_auc(X, y, coef) -> float:
-    """Exact AUC of ``X @ coef`` against ``y`` (both classes must occur in ``y``)."""
-    from ..metrics import roc_auc
-
-    return float(roc_auc(y, linear_scores(X, coef)))
-
-
 def oam(
     X,
     y,
@@ -238,37 +225,20 @@ def oam(
                          seed_entropy=entropy, seed_key=key)
     elif state.w.shape[0] != d:
         raise ValueError(f"X has {d} features but the previous fit had {state.w.shape[0]}")
-    history = []
     chains = resolve_chains(n_chains)
     params = dict(C=float(C), eta=float(eta), update=update, average=bool(average),
                   shuffle=bool(shuffle))
     if chains > 1:
         params["chains"] = True
-    for e in range(int(n_epochs)):
-        order, visits = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
-                                   X.numblocks[0], shuffle)
-        tic = time.perf_counter()
-        X_epoch = X if e == 0 else without_finite_check(X)  # NaN check: first epoch only
-        graph = epoch_graph(_oam_step, X_epoch, y, state, solver="oam", order=order,
-                            seeds=visits, params=params, n_chains=chains, merge=merge_chains,
-                            sync_every=sync_every)
-        (state,) = compute(graph)
-        state = replace(state, epoch=state.epoch + 1)
-        if not np.isfinite(state.w).all():
-            raise FloatingPointError(
-                f"OAM diverged in epoch {state.epoch} (non-finite coefficients); "
-                "lower C or eta, or standardize the features"
-            )
-        row = {"epoch": state.epoch, "rows": int(state.counts.sum()),
-               "seconds": time.perf_counter() - tic}
-        if validation is not None:
-            row["auc"] = _training_auc(*validation, state.wbar if average else state.w)
-        history.append(row)
-        report_progress(e + 1, n_epochs)
-        logger.info("oam epoch %d: %.2fs%s", state.epoch, row["seconds"],
-                    f", AUC {row['auc']:.4f}" if "auc" in row else "")
-        if callback is not None:
-            callback(state.epoch, row)
+    state, history = run_epochs(
+        _oam_step, X, y, state, solver="oam", n_epochs=n_epochs, params=params,
+        shuffle=shuffle, n_chains=chains, merge=merge_chains, sync_every=sync_every,
+        record=lambda s, seconds: {"rows": int(s.counts.sum()), "seconds": seconds},
+        finite=lambda s: (s.w,),
+        diverged="OAM diverged in epoch {epoch} (non-finite coefficients); lower C or eta, "
+                 "or standardize the features",
+        score=validation_score(validation, average),
+        callback=callback)
     coef = state.wbar if average else state.w
     return SolverResult(coef=coef.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

@@ -20,7 +20,7 @@ is the last iterate.
 Each class keeps its running sum and its scatter ``sum x x^T`` (lower triangle, float64):
 O(r^2) memory and O(r^2) time per row (a rank-one update and a symmetric matrix-vector
 product), which is what makes OPAUC impractical at large r (see
-``scripts/bench_least_squares.py``). The state (two r x r matrices) travels with the chunks.
+``benchmarks/least_squares.py``). The state (two r x r matrices) travels with the chunks.
 
 Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): the running statistics are sums
 over the rows seen, so they merge exactly: each class's sum, scatter and count is the start's
@@ -38,10 +38,11 @@ import numpy as np
 
 from .._validation import check_param
 from ..engine.chains import add_increments, mix_iterates
-from ..engine.stream import resolve_chains, seed_root
+from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _opauc_chunk
 from ._result import SolverResult
-from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
+from .stats import ClassStats, _as_xy
 from .twopass import _check_dim
 
 
@@ -141,11 +142,11 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
         state = OPAUCState(np.zeros(r), np.zeros(r), np.zeros(r), np.zeros((r, r)),
                            np.zeros((r, r)), np.zeros(2, dtype=np.int64), 0, 0, entropy, key)
     _check_dim(state.w, Xd)
-    report = (lambda s: {"objective": ls_objective(s.w, stats, lam)}) if stats else None
-    state, history = stream_epochs(
+    state, history = run_epochs(
         _opauc_step, Xd, yd, state, solver="opauc", n_epochs=n_epochs, shuffle=shuffle,
-        params={"eta": float(eta), "lam": float(lam)}, report=report,
+        params={"eta": float(eta), "lam": float(lam)},
         n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        record=objective_record(stats, lam, objective="w"), log=LOG,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

@@ -63,10 +63,11 @@ import numpy as np
 
 from .._validation import check_param
 from ..engine.chains import add_increments, merge_running_average, mix_iterates
-from ..engine.stream import resolve_chains, seed_root
+from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _solam_chunk
 from ._result import SolverResult
-from .stats import ClassStats, _as_xy, as_block, ls_objective, row_order, stream_epochs
+from .stats import ClassStats, _as_xy
 from .twopass import _check_dim
 
 PENALTIES = ("projection", "l2")
@@ -203,13 +204,12 @@ def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "project
     _check_dim(state.w, Xd)
     mode = 2 if penalty == "l2" else (0 if variant == "paper" else 1)
     lam_eff = float(lam) if penalty == "l2" else 0.0
-    report = (lambda s: {"objective": ls_objective(s.wbar, stats, lam_eff)}) if stats else None
-    state, history = stream_epochs(
+    state, history = run_epochs(
         _solam_step, Xd, yd, state, solver="solam", n_epochs=n_epochs, shuffle=shuffle,
         params={"zeta": float(zeta), "R": float(R), "kappa": kappa, "mode": mode,
                 "lam": lam_eff},
-        report=report, n_chains=resolve_chains(n_chains), merge=merge_chains,
-        sync_every=sync_every,
+        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        record=objective_record(stats, lam_eff, objective="wbar"), log=LOG,
     )
     return SolverResult(coef=state.wbar.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

@@ -40,18 +40,15 @@ import numpy as np
 
 from .._validation import check_param
 from ..engine.chains import merge_by_steps
-from ..engine.stream import resolve_chains, seed_root
+from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _spam_chunk
 from ._result import SolverResult
 from .stats import (
     ClassMeans,
     ClassStats,
     _as_xy,
-    as_block,
     class_means,
-    ls_objective,
-    row_order,
-    stream_epochs,
 )
 from .twopass import _check_dim
 
@@ -159,16 +156,11 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     _check_dim(state.w, Xd)
     if update_means and not fresh:
         state = replace(state, means=state.means.combine(means or class_means(Xd, yd)))
-    report = None
-    if stats is not None:
-        def report(s):
-            return {"objective": ls_objective(s.wbar, stats, lam),
-                    "objective_last": ls_objective(s.w, stats, lam)}
-    state, history = stream_epochs(
+    state, history = run_epochs(
         _spam_step, Xd, yd, state, solver="spam", n_epochs=n_epochs, shuffle=shuffle,
         params={"lam": float(lam), "l1": float(l1), "eta": float(eta), "schedule": schedule},
-        report=report, n_chains=resolve_chains(n_chains), merge=merge_chains,
-        sync_every=sync_every,
+        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        record=objective_record(stats, lam, objective="wbar", objective_last="w"), log=LOG,
     )
     return SolverResult(coef=(state.wbar if average else state.w).copy(), n_iter=state.epoch,
                         converged=True, history=history, state=state)

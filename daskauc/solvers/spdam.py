@@ -67,18 +67,15 @@ import numpy as np
 
 from .._validation import check_param
 from ..engine.chains import add_increments, mix_iterates
-from ..engine.stream import resolve_chains, seed_root
+from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _spdam_chunk
 from ._result import SolverResult
 from .stats import (
     ClassMeans,
     ClassStats,
     _as_xy,
-    as_block,
     class_means,
-    ls_objective,
-    row_order,
-    stream_epochs,
 )
 from .twopass import _check_dim
 
@@ -223,11 +220,11 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
     else:
         state = _align_duals(state, Xd)
     _check_dim(state.w, Xd)
-    report = (lambda s: {"objective": ls_objective(s.w, stats, lam)}) if stats else None
-    state, history = stream_epochs(
+    state, history = run_epochs(
         _spdam_step, Xd, yd, state, solver="spdam", n_epochs=n_epochs, shuffle=shuffle,
-        per_chunk=list(range(len(chunks))), params={}, report=report,
+        per_chunk=list(range(len(chunks))), params={},
         n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        record=objective_record(stats, lam, objective="w"), log=LOG,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

@@ -17,19 +17,17 @@ Both passes are tree reductions over the row chunks: one task per chunk (float64
 results even for float32 data), then a tree of combine tasks, all in one graph whose layer
 is named ``daskauc-lsauc-stats`` (or ``daskauc-lsauc-means``) for the dashboard.
 
-The module also holds the small epoch driver shared by the stochastic members of the family
-(:func:`stream_epochs`).
+The stochastic members of the family share their epochs' helpers in
+:mod:`daskauc.solvers._ls_epochs`.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -40,11 +38,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
 from .._validation import check_param, check_X_y
-from ..engine.progress import report as report_progress
-from ..engine.stream import epoch_plan, run_epoch
 from ._result import SolverResult
-
-logger = logging.getLogger("daskauc")
 
 #: accumulation modes of the scatter matrices (see :func:`class_statistics`).
 PRECISIONS = ("auto", "float64", "mixed")
@@ -408,7 +402,7 @@ def class_statistics(X, y, *, precision: str = "auto") -> ClassStats:
         cast to float64, centred at their chunk mean and multiplied in float64 (BLAS syrk).
         ``"mixed"`` (float32 data only): centred in float32 and multiplied by float32 syrk,
         then converted and corrected in float64. ``"auto"`` is ``"float64"``. Measured by
-        ``scripts/bench_least_squares.py --quick`` (40,000 x 400 float32 in memory, 2
+        ``benchmarks/least_squares.py --quick`` (40,000 x 400 float32 in memory, 2
         cores): mixed 0.14 s, float64 0.21 s, against 0.18 s for a plain float32 ``X^T X``;
         mixed's relative covariance error 1.3e-7 and relative error of ``w*`` 5e-8 at
         ``lam = 1e-4``. The pass runs once, so float64 (whose accuracy does not depend on
@@ -536,66 +530,8 @@ def lsauc(X, y, *, lam: float, precision: str = "auto",
     return SolverResult(coef=w, n_iter=1, converged=True, history=history, state=stats)
 
 
-# ---------------------------------------------------------------------------------------------
-# the epoch driver shared by the stochastic least-squares solvers
-
-
-def row_order(seed: np.random.SeedSequence | None, n_rows: int) -> np.ndarray:
-    """The order in which a step visits the rows of its chunk (a random permutation)."""
-    if seed is None:
-        return np.arange(n_rows, dtype=np.int64)
-    return np.random.default_rng(seed).permutation(n_rows).astype(np.int64)
-
-
-def as_block(Xb) -> np.ndarray:
-    """A chunk as a C-contiguous float32/float64 array (read-only is fine)."""
-    Xb = np.asarray(Xb)
-    if Xb.dtype not in (np.float32, np.float64):
-        Xb = Xb.astype(np.float64)
-    return np.ascontiguousarray(Xb)
-
-
-def stream_epochs(step: Callable, X: da.Array, y: da.Array, state: Any, *, solver: str,
-                  n_epochs: int, params: dict, shuffle: bool = True,
-                  per_chunk: Sequence | None = None,
-                  report: Callable[[Any], dict] | None = None, n_chains: int = 1,
-                  merge: Callable | None = None,
-                  sync_every: int | None = None) -> tuple[Any, list[dict]]:
-    """Run ``n_epochs`` epochs (one graph and one compute each); return (state, history).
-
-    ``state`` must have the fields ``epoch``, ``seed_entropy`` and ``seed_key`` (a frozen
-    dataclass); the epoch counter advances and the seeds continue across calls, so
-    ``partial_fit`` resumes the same random stream. ``report(state)`` adds entries to each
-    epoch's history record. ``n_chains`` / ``merge`` / ``sync_every``: parallel chains (see
-    :func:`~daskauc.engine.stream.epoch_graph`).
-    """
-    from dataclasses import replace
-
-    from .._validation import without_finite_check
-
-    history = []
-    n_chunks = X.numblocks[0]
-    X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
-    for e in range(n_epochs):
-        order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, n_chunks,
-                                  shuffle)
-        t0 = time.perf_counter()
-        state = run_epoch(step, X if e == 0 else X_unchecked, y, state, solver=solver,
-                          order=order, seeds=seeds,
-                          per_chunk=per_chunk, params=params, n_chains=n_chains, merge=merge,
-                          sync_every=sync_every)
-        state = replace(state, epoch=state.epoch + 1)
-        rec = {"epoch": state.epoch, "seconds": time.perf_counter() - t0}
-        if report is not None:
-            rec.update(report(state))
-        history.append(rec)
-        report_progress(e + 1, n_epochs)
-        logger.info("%s epoch %d: %.2f s", solver, state.epoch, rec["seconds"])
-    return state, history
-
-
 __all__ = [
     "ClassMeans", "ClassStats", "class_means", "class_statistics", "ls_objective",
-    "ls_gradient", "ls_system", "lsauc", "lsauc_from_stats", "tree_reduce", "stream_epochs",
+    "ls_gradient", "ls_system", "lsauc", "lsauc_from_stats", "tree_reduce",
     "PRECISIONS",
 ]

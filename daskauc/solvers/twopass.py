@@ -43,18 +43,15 @@ import numpy as np
 
 from .._validation import check_param
 from ..engine.chains import merge_by_steps
-from ..engine.stream import resolve_chains, seed_root
+from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _twopass_sgd_chunk
 from ._result import SolverResult
 from .stats import (
     ClassMeans,
     ClassStats,
     _as_xy,
-    as_block,
     class_means,
-    ls_objective,
-    row_order,
-    stream_epochs,
 )
 
 SCHEDULES = ("constant", "invsqrt")
@@ -174,11 +171,11 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     _check_dim(state.w, Xd)
     if update_means and not fresh:
         state = replace(state, means=state.means.combine(means or class_means(Xd, yd)))
-    report = (lambda s: {"objective": ls_objective(s.w, stats, lam)}) if stats else None
-    state, history = stream_epochs(
+    state, history = run_epochs(
         _twopass_step, Xd, yd, state, solver="twopass", n_epochs=n_epochs, shuffle=shuffle,
-        params={"lam": float(lam), "eta": float(eta), "schedule": schedule}, report=report,
+        params={"lam": float(lam), "eta": float(eta), "schedule": schedule},
         n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        record=objective_record(stats, lam, objective="w"), log=LOG,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

@@ -26,22 +26,16 @@ every chain's increment, so ``eta_t = eta0 / sqrt(t)`` and ``p_t`` continue from
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._compute import compute
-from .._validation import without_finite_check
 from ..engine.chains import add_increments, merge_running_average, mix_iterates
-from ..engine.progress import report as report_progress
-from ..engine.stream import epoch_graph, epoch_plan, resolve_chains, seed_root
+from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ._linear import validation_score
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
-from .oam import _training_auc, as_stream_input
-
-logger = logging.getLogger("daskauc")
+from .oam import as_stream_input
 
 LOSSES = {"exp": LOSS_EXP, "square": LOSS_SQUARE}
 SCHEDULES = ("invsqrt", "constant")
@@ -182,34 +176,16 @@ def univariate_sgd(
     solver = "uni-exp" if loss == "exp" else "uni-squ"
     params = dict(loss=LOSSES[loss], eta0=float(eta0), constant=schedule == "constant",
                   lam=float(lam), average=bool(average), shuffle=bool(shuffle))
-    history = []
-    chains = resolve_chains(n_chains)
-    for e in range(int(n_epochs)):
-        order, visits = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
-                                   X.numblocks[0], shuffle)
-        tic = time.perf_counter()
-        X_epoch = X if e == 0 else without_finite_check(X)  # NaN check: first epoch only
-        graph = epoch_graph(_univariate_step, X_epoch, y, state, solver=solver, order=order,
-                            seeds=visits, params=params, n_chains=chains, merge=merge_chains,
-                            sync_every=sync_every)
-        (state,) = compute(graph)
-        state = replace(state, epoch=state.epoch + 1)
-        if not (np.isfinite(state.w).all() and np.isfinite(state.offset).all()):
-            raise FloatingPointError(
-                f"{solver} diverged in epoch {state.epoch} (non-finite coefficients); "
-                "lower eta0, raise lam or standardize the features"
-            )
-        coef = state.wbar if average else state.w
-        row = {"epoch": state.epoch, "steps": int(state.counts[0]),
-               "seconds": time.perf_counter() - tic}
-        if validation is not None:
-            row["auc"] = _training_auc(*validation, coef)
-        history.append(row)
-        report_progress(e + 1, n_epochs)
-        logger.info("%s epoch %d: %.2fs%s", solver, state.epoch, row["seconds"],
-                    f", AUC {row['auc']:.4f}" if "auc" in row else "")
-        if callback is not None:
-            callback(state.epoch, row)
+    state, history = run_epochs(
+        _univariate_step, X, y, state, solver=solver, n_epochs=n_epochs, params=params,
+        shuffle=shuffle, n_chains=resolve_chains(n_chains), merge=merge_chains,
+        sync_every=sync_every,
+        record=lambda s, seconds: {"steps": int(s.counts[0]), "seconds": seconds},
+        finite=lambda s: (s.w, s.offset),
+        diverged="{solver} diverged in epoch {epoch} (non-finite coefficients); lower eta0, "
+                 "raise lam or standardize the features",
+        score=validation_score(validation, average),
+        callback=callback)
     coef = state.wbar if average else state.w
     return SolverResult(coef=coef.copy(), n_iter=state.epoch, converged=True,
                         history=history, state=state)

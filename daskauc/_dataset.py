@@ -1,0 +1,164 @@
+"""Opening a dataset store for reading: ``X`` and ``y`` as dask arrays whose tasks check, on
+the worker that reads a chunk, that it is the chunk recorded for its position (the protocol:
+:mod:`daskauc._store`)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+import zarr
+from dask.base import tokenize
+
+from . import _config
+from ._store import (
+    StoreIntegrityError,
+    misplaced_chunk,
+    open_store,
+    recorded_checksums,
+    resolve_path,
+)
+
+
+class CheckedZarrArray:
+    """A Zarr array as dask reads it, refusing absent chunks on the reading worker: Zarr
+    returns the fill value for a chunk file that is not there (deleted after the store was
+    opened, or a store the worker cannot see at all), which would train on zeros.
+
+    ``checksums`` (chunk key -> CRC32C, from :func:`recorded_checksums`) are what the commit
+    recorded for each chunk position: a chunk whose file holds another checksum (files
+    swapped or copied over, each still passing its own CRC32C) is refused too. They travel
+    with the array to the workers (4 bytes and a key per chunk)."""
+
+    def __init__(self, array: zarr.Array, label: str, checksums: dict[str, int] | None = None):
+        from ._rawchunks import RawChunks
+
+        self.array, self.label = array, label
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+        self.checksums = dict(checksums or {})
+        # plain-bytes chunks on a local disk: read directly
+        self.raw = RawChunks.of(array, self.checksums)
+
+    def __getitem__(self, selection):
+        from zarr.abc.store import SuffixByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        rows = selection[0].indices(self.shape[0])
+        if (self.raw is not None and rows[2] == 1
+                and all(s.indices(n) == (0, n, 1) for s, n in
+                        zip(selection[1:], self.shape[1:], strict=True))):
+            return self.raw.read(rows[0], rows[1], self._fault)
+        store, base = self.array.store_path.store, self.array.store_path.path
+        ranges = []
+        for sl, size, chunk in zip(selection, self.shape, self.array.chunks, strict=True):
+            start, stop, _ = sl.indices(size)
+            ranges.append(range(start // chunk, max(start // chunk, -(-stop // chunk))))
+        for coords in itertools.product(*ranges):
+            key = f"{base}/{self.array.metadata.encode_chunk_key(coords)}"
+            if key not in self.checksums:
+                if not sync(store.exists(key)):
+                    raise StoreIntegrityError(self._missing(key))
+                continue
+            # the stored checksum, 4 bytes (a read as cheap as the existence check it
+            # replaces); Zarr then checks the chunk's bytes against it
+            tail = sync(store.get(key, default_buffer_prototype(), SuffixByteRequest(4)))
+            if tail is None:
+                raise StoreIntegrityError(self._missing(key))
+            found = int.from_bytes(tail.to_bytes(), "little")
+            if found != self.checksums[key]:
+                raise StoreIntegrityError(misplaced_chunk(self.label, key, found,
+                                                          self.checksums))
+        try:
+            return self.array[selection]
+        except ValueError as exc:  # the crc32c codec: "Stored and computed checksum ..."
+            if "checksum" not in str(exc):
+                raise
+            raise StoreIntegrityError(
+                f"{self.label}: a chunk of rows {selection[0].start}:{selection[0].stop} failed "
+                f"its checksum (altered on disk): {exc}") from exc
+
+    def _fault(self, kind: str, i: int, key: str, detail: str) -> StoreIntegrityError:
+        """The error for chunk ``i`` the raw reader found missing, of the wrong size, altered
+        or ``"moved"`` (``detail``: the checksum it holds, in hex)."""
+        if kind == "missing":
+            return StoreIntegrityError(self._missing(key))
+        if kind == "moved":
+            return StoreIntegrityError(misplaced_chunk(self.label, key, int(detail, 16),
+                                                       self.checksums))
+        cr = self.array.chunks[0]
+        if kind == "checksum":
+            return StoreIntegrityError(
+                f"{self.label}: a chunk of rows {i * cr}:{min(self.shape[0], (i + 1) * cr)} "
+                f"failed its checksum (altered on disk): {detail}")
+        return StoreIntegrityError(f"{self.label}: chunk {key} is truncated or altered "
+                                   f"({detail}); write it again")
+
+    def _missing(self, key: str) -> str:
+        host = socket.gethostname()
+        root = getattr(self.array.store_path.store, "root", None)
+        if root is not None and not os.path.exists(root):
+            return (f"{self.label}: the store {root} does not exist on host {host} (process "
+                    f"{os.getpid()}, working directory {os.getcwd()}): every worker must see "
+                    "the store at the same path (shared storage) or through a URL")
+        return f"{self.label}: chunk {key} is missing (read on host {host}); write it again"
+
+
+@dataclass
+class Dataset:
+    """A dataset store opened as dask arrays."""
+
+    X: da.Array
+    y: da.Array
+    attrs: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+
+def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
+    """Open a dataset (or embedding) store as lazy dask arrays, one dask chunk per Zarr chunk."""
+    group = open_store(path, kind="dataset", storage_options=storage_options)
+    if "X" not in group or "y" not in group:
+        raise ValueError(f"{path} has no X and y arrays; is it a daskauc dataset store?")
+    path = resolve_path(path)
+    zX, zy = group["X"], group["y"]
+    token = _store_token(group, path)
+    X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]),
+                      f"daskauc-zarr-X-{token}", recorded_checksums(group, "X/"))
+    y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"daskauc-zarr-y-{token}",
+                      recorded_checksums(group, "y/"))
+    return Dataset(X=X, y=y, attrs=dict(group.attrs), path=path)
+
+
+def _store_token(group: zarr.Group, path: str) -> str:
+    """What a read of the store depends on, as a token for its task keys: the resolved path,
+    the writer's token and the commit's chunk record. The same unchanged store gives the same
+    keys (opened twice, in two processes), a rewritten one new keys; and no user text enters
+    a key (keys are msgpack'ed: a path that is not UTF-8 killed every worker and the client
+    waited for ever). The record goes in as its JSON text: a fifth of the time of tokenizing
+    the dict (2 against 9 ms for 2,000 chunks)."""
+    import json
+
+    recorded = group.attrs.get(_config.MANIFEST_ATTR)
+    return tokenize(path, group.attrs.get("daskauc_writer"),
+                    json.dumps(recorded, sort_keys=True))
+
+
+def _checked_dask(array: zarr.Array, label: str, chunks, name: str,
+                  checksums: dict[str, int]) -> da.Array:
+    import numpy as np
+
+    return da.from_array(CheckedZarrArray(array, label, checksums), chunks=chunks, lock=False,
+                         asarray=False, fancy=False, name=name,
+                         meta=np.empty((0,) * array.ndim, dtype=array.dtype))

@@ -1,0 +1,56 @@
+"""Parameter descriptions shared by several estimators, written once.
+
+A docstring names one by a line holding only ``%(name)s``; :func:`fill_doc` replaces that line
+by the description, indented as the line was, its ``{field}`` parts filled from the keyword
+arguments (a missing field fails at import, not in the rendered docs).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+#: name -> (the numpydoc header line, the description's text)
+PARAMETERS = {
+    "n_chains": (
+        'n_chains : int >= 1 or "auto", default 1',
+        'Chains run in parallel over shares of the chunks each epoch (one per worker for '
+        '"auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`{combine}). '
+        '1 is the sequential algorithm, bit for bit; more chains use more workers and give a '
+        'close, not identical, result.'),
+    "sync_every": (
+        "sync_every : int or None, default None",
+        "With several chains, combine them after every ``sync_every`` chunks of each chain "
+        "instead of once per epoch."),
+}
+
+_LINE = re.compile(r"(\s*)%\((\w+)\)s\s*")
+_LITERAL = re.compile(r"``.+?``")
+
+
+def fill_doc(**fields):
+    """Class or function decorator: fill its docstring's ``%(name)s`` lines (see module)."""
+
+    def decorate(obj):
+        obj.__doc__ = filled(obj.__doc__, **fields)
+        return obj
+
+    return decorate
+
+
+def filled(doc: str, **fields) -> str:
+    out = []
+    for line in doc.split("\n"):
+        match = _LINE.fullmatch(line)
+        if match is None or match.group(2) not in PARAMETERS:
+            out.append(line)
+            continue
+        indent = match.group(1)
+        head, text = PARAMETERS[match.group(2)]
+        out.append(indent + head)
+        # an inline literal is never broken across lines
+        text = _LITERAL.sub(lambda m: m.group(0).replace(" ", "\0"), text.format(**fields))
+        out.extend(line.replace("\0", " ") for line in textwrap.wrap(
+            text, width=92 - len(indent), initial_indent=indent + "    ",
+            subsequent_indent=indent + "    ", break_on_hyphens=False))
+    return "\n".join(out)

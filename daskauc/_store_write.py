@@ -1,0 +1,276 @@
+"""Writing daskauc stores: arrays with checksummed chunks, written under a hidden sibling and
+committed (the chunk manifest recorded, ``daskauc_complete`` last) only when complete, and
+the checks that an output may be written where the user asked, before any work (the
+protocol: :mod:`daskauc._store`)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import socket
+import uuid
+
+import dask
+import zarr
+from dask.base import tokenize
+from dask.delayed import Delayed
+
+from . import _config
+from ._store import (
+    StoreIntegrityError,
+    check_grid,
+    checksummed_keys,
+    is_url,
+    list_chunks,
+    local_path,
+    owned_tmp_name,
+    partial_prefix,
+    remove_path,
+    remove_stale,
+    resolve_path,
+    restore_interrupted,
+    store_exists,
+    stored_kind,
+    trailing_checksums,
+)
+from ._version import __version__
+
+
+def create_array(group: zarr.Group, name: str, *, compressors="auto", **kwargs) -> zarr.Array:
+    """Create an array the way every daskauc array is written: the given compressors (Zarr's
+    default, zstd, for ``"auto"``; none for ``None``) followed by a CRC32C checksum in each
+    chunk, and every chunk written even when it holds only the fill value, so that the commit's
+    chunk list is the array's whole chunk grid and an absent chunk is always a fault."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    if isinstance(compressors, str) and compressors == "auto":
+        codecs = [ZstdCodec()]
+    elif compressors is None:
+        codecs = []
+    elif isinstance(compressors, (list, tuple)):
+        codecs = list(compressors)
+    else:
+        codecs = [compressors]
+    if _config.CHECKSUMS:
+        codecs.append(Crc32cCodec())
+    return group.create_array(name, compressors=codecs, config={"write_empty_chunks": True},
+                              **kwargs)
+
+
+@contextlib.contextmanager
+def writing_store(path, *, overwrite: bool = False, kind: str, attrs: dict | None = None,
+                  storage_options: dict | None = None):
+    """Create a store safely; yield its open ``zarr.Group``.
+
+    On normal exit the group is marked complete and (for local paths) moved into place; on an
+    exception the partial store is removed and whatever was at ``path`` is left untouched.
+    """
+    pending = begin_store(path, kind=kind, overwrite=overwrite, attrs=attrs,
+                          storage_options=storage_options)
+    try:
+        yield pending.group
+        pending.commit()
+    except BaseException:
+        pending.abort()
+        raise
+
+
+class PendingStore:
+    """A store being written by a dask graph that has not run yet.
+
+    Same protocol as :func:`~daskauc._store_write.writing_store`, split in two so the write
+    can share a pass with other work: :func:`begin_store` creates the group (at a hidden
+    sibling path for local stores) and :meth:`commit` marks it complete and moves it into
+    place. ``commit`` is a plain picklable function of strings, so it runs as the last task
+    of the graph on whichever worker; if the graph fails, the partial store stays hidden
+    (at ``tmp``) and never opens as complete.
+    """
+
+    def __init__(self, group: zarr.Group, final: str, tmp: str | None,
+                 storage_options: dict | None, overwrite: bool = False, writer: str = ""):
+        self.group, self.final, self.tmp, self.storage_options = group, final, tmp, storage_options
+        self.overwrite, self.writer = overwrite, writer
+
+    def commit_delayed(self, *deps, attrs_from=None, name: str = "daskauc-write") -> Delayed:
+        """A Delayed that waits for ``deps``, adds ``attrs_from(*results)`` and commits."""
+        token = tokenize(self.final, self.tmp, [getattr(d, "key", d) for d in deps])
+        return dask.delayed(_commit, pure=False)(
+            self._target(), attrs_from, *deps, dask_key_name=f"{name}-commit-{token}")
+
+    def commit(self, extra_attrs: dict | None = None) -> str:
+        """Mark the store complete and move it into place (in this process)."""
+        return _commit(self._target(), (lambda: extra_attrs) if extra_attrs else None)
+
+    def abort(self) -> None:
+        """Remove the hidden partial store (local stores)."""
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _target(self) -> tuple:
+        return (self.final, self.tmp, self.storage_options, self.overwrite, self.writer)
+
+
+def begin_store(path, *, kind: str, overwrite: bool = False, attrs: dict | None = None,
+                storage_options: dict | None = None) -> PendingStore:
+    """Start a store whose data a later compute writes; see :class:`PendingStore`."""
+    path = resolve_path(path)
+    restore_interrupted(path)
+    check_writable(path, overwrite=overwrite, storage_options=storage_options, kind=kind)
+    writer = uuid.uuid4().hex
+    base = {"daskauc_kind": kind, "daskauc_version": __version__,
+            "daskauc_format": _config.STORE_FORMAT, "daskauc_writer": writer, **(attrs or {})}
+    if is_url(path):
+        group = zarr.open_group(path, mode="w", storage_options=storage_options)
+        group.attrs.update(base)
+        return PendingStore(group, path, None, storage_options, overwrite, writer)
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    remove_stale(partial_prefix(path))
+    tmp = owned_tmp_name(partial_prefix(path))
+    group = zarr.open_group(tmp, mode="w")
+    group.attrs.update(base)
+    return PendingStore(group, path, tmp, storage_options, overwrite, writer)
+
+
+def check_writable(path, *, overwrite: bool = False, storage_options: dict | None = None,
+                   kind: str | None = None):
+    """Refuse an output that would replace something unasked, or something that is not of its
+    kind: called before any expensive work.
+
+    An existing ``path`` is replaced only with ``overwrite``, and then only when it holds a
+    daskauc store of the same kind as the one to be written (a model replaces a model, a
+    dataset or embedding replaces a dataset or embedding; ``kind=None`` accepts any daskauc
+    store). A regular file, a directory that is not a daskauc store, or a store of another
+    kind is never removed, whatever ``overwrite`` says (an empty directory may be: it holds
+    nothing to lose): a checkpoint or model path pointed at the training data must not
+    destroy it."""
+    if not store_exists(path, storage_options):
+        return
+    if not overwrite:
+        raise FileExistsError(
+            f"{os.fspath(path)} already exists; pass overwrite=True (--overwrite) to replace it")
+    held = stored_kind(path, storage_options)
+    local = None if is_url(resolve_path(path)) else local_path(resolve_path(path))
+    if held is None and local is not None and os.path.isdir(local) and not os.listdir(local):
+        return  # an empty directory: nothing to lose
+    if held is None:
+        what = "a file" if local is not None and os.path.isfile(local) else \
+            "not a daskauc store"
+        raise FileExistsError(
+            f"{os.fspath(path)} is {what}; daskauc replaces only its own stores: remove it "
+            "yourself or choose another path")
+    if kind is not None and not _same_family(held, kind):
+        raise FileExistsError(
+            f"{os.fspath(path)} holds a daskauc {held} store, which a {kind} never replaces: "
+            "choose another path (or remove it yourself)")
+
+
+_FAMILIES = ({"dataset", "embedding"},)
+
+
+def _same_family(held: str, kind: str) -> bool:
+    return held == kind or any(held in f and kind in f for f in _FAMILIES)
+
+
+def check_output(path, *, kind: str | None = None, overwrite: bool = False,
+                 inputs=(), expected_bytes: int | None = None,
+                 storage_options: dict | None = None) -> str:
+    """Everything that can be known about writing ``path`` before the work that produces it:
+    not one of the ``inputs`` (an output written over its own input destroys it),
+    :func:`check_writable`, and for a local path that its directory can be created and
+    written to (a file is created and removed there) with at least ``expected_bytes`` free.
+    Returns the resolved path; the errors name the path and the cause."""
+    target = resolve_path(path)
+    for other in inputs:
+        if other is not None and resolve_path(other) == target:
+            raise ValueError(f"{os.fspath(path)} is also an input of this command; "
+                             "an output never replaces its input: choose another path")
+    check_writable(path, overwrite=overwrite, storage_options=storage_options, kind=kind)
+    if not is_url(target):
+        check_directory(target, expected_bytes, shown=os.fspath(path))
+    return target
+
+
+def check_directory(target: str, expected_bytes: int | None = None, *,
+                    shown: str | None = None) -> None:
+    """The local file or store ``target`` can be written: its directory exists or can be
+    created below the nearest existing one, which takes a file (one is created and removed
+    there: permission bits do not tell for root or a read-only mount) and has at least
+    ``expected_bytes`` free."""
+    shown = shown or target
+    parent = os.path.dirname(os.path.abspath(target))
+    existing = parent
+    while not os.path.isdir(existing):
+        if os.path.exists(existing):
+            raise NotADirectoryError(f"cannot write {shown}: {existing} is a file, not a "
+                                     "directory")
+        existing = os.path.dirname(existing)
+    probe = os.path.join(existing, f".daskauc-probe-{socket.gethostname()}-{os.getpid()}")
+    try:
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise PermissionError(f"cannot write {shown}: {existing}: "
+                              f"{exc.strerror or exc}") from None
+    if expected_bytes:
+        free = shutil.disk_usage(existing).free
+        if free < expected_bytes:
+            raise OSError(errno.ENOSPC, f"cannot write {shown}: it needs about "
+                          f"{_gib(expected_bytes)} and {existing} has {_gib(free)} free")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def _commit(target, attrs_from, *results):
+    final, tmp, storage_options, overwrite, writer = target
+    extra = attrs_from(*results) if attrs_from is not None else {}
+    where = tmp if tmp is not None else final
+    group = zarr.open_group(where, mode="r+", storage_options=None if tmp else storage_options)
+    if tmp is None and group.attrs.get("daskauc_writer") != writer:
+        raise FileExistsError(
+            f"another writer started writing {final} while this write ran; the store is "
+            "left incomplete: write it again, one writer at a time")
+    chunks = list_chunks(where, None if tmp else storage_options)
+    try:
+        check_grid(group, chunks, final)
+    except StoreIntegrityError:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    sums = trailing_checksums(where, None if tmp else storage_options,
+                               {k: chunks[k] for k in checksummed_keys(group)})
+    manifest = {k: [size, sums.get(k)] for k, size in chunks.items()}
+    group.attrs.update({**extra, _config.MANIFEST_ATTR: manifest, _config.COMPLETE_ATTR: True})
+    if tmp is None:
+        return final
+    if not overwrite:
+        try:  # rename(2) of a directory onto a non-empty one fails: no check-then-act race
+            os.rename(tmp, final)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise FileExistsError(
+                f"{final} appeared while this write ran (another writer?); it was not "
+                "replaced; pass overwrite=True (--overwrite) to replace it") from exc
+        return final
+    old = None
+    if os.path.lexists(final):
+        old = f"{tmp}.old"
+        os.replace(final, old)
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        if old is not None:  # put the user's store back before reporting
+            os.replace(old, final)
+        raise
+    if old is not None:
+        # first out of restore_interrupted's sight (only ``.old`` is restored: a tree half
+        # removed must never come back), then removed, file or tree; if that fails, the
+        # next write here removes the ``.del`` (its name is this process')
+        os.replace(old, f"{tmp}.del")
+        remove_path(f"{tmp}.del")
+    return final
