@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -166,31 +167,21 @@ def _kernel_scores(fmap, X, rows: int = 8192):
     return score
 
 
-def _fold_parts(fold: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train mask, validation mask) of every CV fold."""
-    return [(fold != k, fold == k) for k in range(int(fold.max()) + 1)]
-
-
-def _best_cv(rows: list[dict]) -> dict:
-    """The grid row of highest mean CV AUC (NaN, a diverged fit, ranks last; ties: first)."""
-    return max(rows, key=lambda r: -1.0 if np.isnan(r["cv_auc"]) else r["cv_auc"])
-
-
 def _grid_cv(make, grid: list[dict], Ztr, ytr, fold):
-    """Mean validation AUC of every grid point (fits on numpy slices of the embedding)."""
-    rows = []
+    """Mean validation AUC of every grid point (fits on numpy slices of the embedding;
+    ``daskauc.model_selection.cross_validate_auc`` over the fold index)."""
+    from daskauc.model_selection import cross_validate_auc
+
     tic = time.perf_counter()
-    parts = _fold_parts(fold)
-    for params in grid:
-        aucs, secs = [], 0.0
-        for tr, va in parts:
-            est = make(**params)
-            secs += timed_fit(est, Ztr[tr], ytr[tr])
-            aucs.append(auc(ytr[va], est.decision_function(Ztr[va])))
-        rows.append({**params, "cv_auc": float(np.mean(aucs)), "fit_s": secs})
-        logger.info("  cv %s -> %.4f (%.1f s)", params, rows[-1]["cv_auc"], secs)
-    best = _best_cv(rows)
-    params = {k: best[k] for k in grid[0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        params, table = cross_validate_auc(make(**grid[0]), Ztr, ytr, grid,
+                                           cv=FoldSplitter(fold), error_score=np.nan)
+    rows = [{**{k: r[k] for k in grid[0]}, "cv_auc": r["mean_auc"], "fit_s": r["seconds"]}
+            for r in table]
+    for r in rows:
+        logger.info("  cv %s -> %.4f (%.1f s)", {k: r[k] for k in grid[0]}, r["cv_auc"],
+                    r["fit_s"])
     return params, rows, time.perf_counter() - tic
 
 
@@ -223,30 +214,22 @@ def sgd_maker(average: bool):
 
 
 def _epoch_path_cv(make, lams, epochs, Ztr, ytr, fold):
-    """CV over (lambda, epochs): one partial_fit run per (lambda, fold), scored at ``epochs``."""
-    rows = []
+    """CV over (lambda, epochs): one partial_fit run per (lambda, fold), scored at ``epochs``
+    (``cross_validate_auc`` along an epoch path)."""
+    from daskauc.model_selection import cross_validate_auc
+
     tic = time.perf_counter()
-    parts = _fold_parts(fold)
-    for lam in lams:
-        aucs = np.zeros((len(parts), len(epochs)))
-        secs = np.zeros(len(epochs))
-        for p, (tr, va) in enumerate(parts):
-            est, done, spent = make(lam), 0, 0.0
-            Zf, yf, Zv, yv = Ztr[tr], ytr[tr], Ztr[va], ytr[va]  # copy each fold once
-            for j, e in enumerate(epochs):
-                while done < e:
-                    t = time.perf_counter()
-                    est.partial_fit(Zf, yf)
-                    spent += time.perf_counter() - t
-                    done += 1
-                aucs[p, j] = auc(yv, est.decision_function(Zv))
-                secs[j] += spent
-        for j, e in enumerate(epochs):
-            rows.append({"lam": lam, "n_epochs": e, "cv_auc": float(aucs[:, j].mean()),
-                         "fit_s": float(secs[j])})
-            logger.info("  cv lam=%g epochs=%d -> %.4f", lam, e, rows[-1]["cv_auc"])
-    best = _best_cv(rows)
-    return {"lam": best["lam"], "n_epochs": best["n_epochs"]}, rows, time.perf_counter() - tic
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        params, table = cross_validate_auc(make(lams[0]), Ztr, ytr, {"lam": list(lams)},
+                                           cv=FoldSplitter(fold), epochs=list(epochs),
+                                           error_score=np.nan)
+    rows = [{"lam": r["lam"], "n_epochs": r["n_epochs"], "cv_auc": r["mean_auc"],
+             "fit_s": r["seconds"]} for r in table]
+    for r in rows:
+        logger.info("  cv lam=%g epochs=%d -> %.4f", r["lam"], r["n_epochs"], r["cv_auc"])
+    return {"lam": params["lam"], "n_epochs": params["n_epochs"]}, rows, \
+        time.perf_counter() - tic
 
 
 def _solam_make(zeta, R):
