@@ -31,15 +31,18 @@ def _sum(parts: list) -> np.ndarray:
     return out
 
 
-def tree_sum(layer: dict, name: str, keys: list):
-    """Add to ``layer`` a tree (fan-in ``TREE_FANIN``) summing the arrays at ``keys`` in
-    float64, in key order; returns the key of the total."""
-    level = 0
+def tree_sum(layer: dict, name: str, keys: list, *, combine=None, fan_in: int = TREE_FANIN,
+             start_level: int = 0):
+    """Add to ``layer`` a tree (fan-in ``fan_in``) combining the values at ``keys`` in key
+    order with ``combine(list)`` (default: their float64 sum); its nodes are keyed
+    ``(name, level, i)`` from ``start_level`` up. Returns the key of the root."""
+    combine = _sum if combine is None else combine
+    level = start_level
     while len(keys) > 1:
         nxt = []
-        for i in range(0, len(keys), TREE_FANIN):
-            key = (name, level, i // TREE_FANIN)
-            layer[key] = (_sum, list(keys[i : i + TREE_FANIN]))
+        for i in range(0, len(keys), fan_in):
+            key = (name, level, i // fan_in)
+            layer[key] = (combine, list(keys[i : i + fan_in]))
             nxt.append(key)
         keys = nxt
         level += 1

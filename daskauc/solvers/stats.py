@@ -38,6 +38,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
 from .._validation import check_param, check_X_y
+from ._graphs import tree_sum
 from ._result import SolverResult
 
 #: accumulation modes of the scatter matrices (see :func:`class_statistics`).
@@ -304,17 +305,10 @@ def tree_reduce(X: da.Array, y: da.Array, chunk_fn: Callable, *, name: str,
         key = (layer_name, 0, i)
         layer[key] = (chunk_fn, (X.name, i, 0), (y.name, i))
         keys.append(key)
-    level = 0
-    while len(keys) > 1:
-        level += 1
-        new = []
-        for j in range(0, len(keys), split_every):
-            key = (layer_name, level, j // split_every)
-            layer[key] = (_combine_all, list(keys[j:j + split_every]))
-            new.append(key)
-        keys = new
+    root = tree_sum(layer, layer_name, keys, combine=_combine_all, fan_in=split_every,
+                    start_level=1)
     graph = HighLevelGraph.from_collections(layer_name, layer, dependencies=[X, y])
-    return Delayed(keys[0], graph, layer=layer_name)
+    return Delayed(root, graph, layer=layer_name)
 
 
 def _compute_small(obj: Delayed, n_chunks: int):
