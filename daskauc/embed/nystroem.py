@@ -104,12 +104,6 @@ def auto_landmarks(n_rows: int, n_features: int) -> int:
     return int(min(DEFAULT_LANDMARKS, int(n_rows), cap))
 
 
-_PARAMS = {
-    "gamma": (float, {"low": 0, "include_low": False, "optional": True}),
-    "kmeans_epochs": (int, {"low": 0}),
-    "batch_size": (int, {"low": 1}),
-    "eig_tol": (float, {"low": 0, "high": 1}),
-}
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -264,6 +258,13 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
     analysis", ICML 2008.
     """
 
+    _params = {
+        "gamma": (float, {"low": 0, "include_low": False, "optional": True}),
+        "kmeans_epochs": (int, {"low": 0}),
+        "batch_size": (int, {"low": 1}),
+        "eig_tol": (float, {"low": 0, "high": 1}),
+    }
+
     def __init__(self, n_components="auto", *, gamma=None, landmarks="kmeans", kmeans_epochs=3,
                  batch_size=2048, eig_tol=_config.EIG_TOL, dtype=None, random_state=None):
         self.n_components = n_components
@@ -280,7 +281,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
     def _check_params(self):
         if not (isinstance(self.n_components, str) and self.n_components == "auto"):
             check_param("n_components", self.n_components, int, low=1)
-        check_params(self, _PARAMS)
+        check_params(self, self._params)
         if isinstance(self.landmarks, str):
             check_param("landmarks", self.landmarks, str, choices=("kmeans", "random", "all"))
         if self.dtype is not None and np.dtype(self.dtype) not in (np.float32, np.float64):

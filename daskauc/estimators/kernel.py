@@ -37,6 +37,7 @@ from .._validation import (
     as_labels,
     as_row_chunked,
     check_param,
+    check_params,
     check_predict_X,
     check_X_y,
     child_seed,
@@ -224,12 +225,26 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------------ checks
 
+    _params = {
+        "n_centres": (int, {"low": 1}),
+        "loss": (str, {"choices": LOSSES}),
+        "solver": (str, {"choices": ROUTES}),
+        "scaling": (object, {"choices": SCALINGS}),
+        "weighting": (str, {"choices": ("auto", "mean", "pairs")}),
+        "tol": (float, {"low": 0.0}),
+        "max_iter": (int, {"low": 0}),
+        "cg_tol": (float, {"low": 0.0, "include_low": False, "high": 1.0}),
+        "max_cg": (int, {"low": 1}),
+        "selection_rows": (int, {"low": 10}),
+        "selection_centres": (int, {"low": 1}),
+        "cv": (int, {"low": 2}),
+        "width_rows": (int, {"low": 0}),
+        "width_centres": (int, {"low": 1}),
+        "persist": (object, {"choices": ("auto", True, False)}),
+    }
+
     def _check_params(self):
-        check_param("n_centres", self.n_centres, int, low=1)
-        check_param("loss", self.loss, str, choices=LOSSES)
-        check_param("solver", self.solver, str, choices=ROUTES)
-        check_param("scaling", self.scaling, object, choices=SCALINGS)
-        check_param("weighting", self.weighting, str, choices=("auto", "mean", "pairs"))
+        check_params(self, self._params)
         for name, value in (("lam", self.lam), ("gamma", self.gamma)):
             allowed = ("auto", "rule") if name == "gamma" else ("auto",)
             if isinstance(value, str):
@@ -238,16 +253,6 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                 check_param(name, value, float, low=0.0, include_low=False)
         if isinstance(self.centres, str):
             check_param("centres", self.centres, str, choices=("uniform", "kmeans"))
-        check_param("tol", self.tol, float, low=0.0)
-        check_param("max_iter", self.max_iter, int, low=0)
-        check_param("cg_tol", self.cg_tol, float, low=0.0, include_low=False, high=1.0)
-        check_param("max_cg", self.max_cg, int, low=1)
-        check_param("selection_rows", self.selection_rows, int, low=10)
-        check_param("selection_centres", self.selection_centres, int, low=1)
-        check_param("cv", self.cv, int, low=2)
-        check_param("width_rows", self.width_rows, int, low=0)
-        check_param("width_centres", self.width_centres, int, low=1)
-        check_param("persist", self.persist, object, choices=("auto", True, False))
         if np.dtype(self.dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64; got {self.dtype!r}")
         for name, grid in (("gamma_grid", self.gamma_grid), ("lam_grid", self.lam_grid)):

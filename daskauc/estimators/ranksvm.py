@@ -108,7 +108,7 @@ class RankSVM(LinearAUCModel):
     Khalid, M., Ray, I. and Chitsaz, H. Scalable nonlinear AUC maximization methods.
     """
 
-    _param_table = {
+    _params = {
         "tol": (float, {"low": 0.0}),
         "max_iter": (int, {"low": 0}),
         "cg_tol": (float, {"low": 0.0, "include_low": False, "high": 1.0}),
@@ -172,7 +172,7 @@ class RankSVM(LinearAUCModel):
         replaces; anything else is refused before any work, the choice of C included
         (:func:`daskauc.estimators._checkpoint.open_checkpoint`).
         """
-        check_params(self, self._param_table)
+        check_params(self, self._params)
         self._check_C()
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
@@ -238,7 +238,7 @@ class RankSVM(LinearAUCModel):
         batch must hold both (a batch without pairs has no problem to solve). With
         ``C="auto"`` the first batch chooses C and later batches keep it.
         """
-        check_params(self, self._param_table)
+        check_params(self, self._params)
         self._check_C()
         state = self._state_to_continue()
         Xd, yd, found = check_X_y(X, y)
