@@ -29,17 +29,13 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._arrays import class_counts
 from .._compute import distributed_client, persist
+from .._gaussian import gaussian_centres, kernel_block
 from .._validation import check_X_y
 from ..embed.nystroem import KMeansNystroem, NystroemRankWarning
 from ..engine.cost import route_costs
 from ..engine.placement import memory_budget
 from ..solvers._result import SolverResult
-from ..solvers.kernel_basis import (
-    build_preconditioner,
-    gaussian_centres,
-    kernel_block,
-    pass_threads,
-)
+from ..solvers.kernel_basis import build_preconditioner, pass_threads
 from ..solvers.kernel_lsauc import kernel_lsauc
 from ..solvers.kernel_newton import kernel_pairwise_newton
 from ..solvers.newton import prsvm_newton
