@@ -256,23 +256,34 @@ def load(path: pathlib.Path) -> dict:
 
 
 def environment() -> dict:
-    """What bit-identity depends on besides the code: library versions and the CPU."""
+    """What bit-identity depends on besides the code: library versions, the BLAS build and the
+    kernels it picked for this CPU, and the CPU itself (its model and instruction sets; a
+    virtual machine's model name alone, "AMD EPYC", does not tell two generations apart)."""
+    import hashlib
     import platform
 
     import dask
     import numba
     import scipy
+    import scipy.linalg  # noqa: F401 - loads scipy's BLAS, so that threadpoolctl sees it
+    from threadpoolctl import threadpool_info
 
-    cpu = ""
+    cpu = {}
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "cpu family", "model") and key not in cpu:
+                cpu[key] = value.strip()
+            elif key == "flags" and key not in cpu:
+                cpu[key] = hashlib.sha256(" ".join(sorted(value.split())).encode()).hexdigest()
     except OSError:
         pass
+    blas = sorted(f"{d.get('internal_api')} {d.get('version')} {d.get('architecture')}"
+                  for d in threadpool_info() if d.get("user_api") == "blas")
     return {"numpy": np.__version__, "scipy": scipy.__version__, "numba": numba.__version__,
-            "dask": dask.__version__, "python": platform.python_version(), "cpu": cpu}
+            "dask": dask.__version__, "python": platform.python_version(), "cpu": cpu,
+            "blas": blas}
 
 
 def record() -> None:
