@@ -28,7 +28,7 @@ from daskauc.estimators.ranksvm import RankSVM
 from daskauc.model_selection import cv_select_C
 from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64
 from daskauc.solvers.linesearch import line_search_armijo, line_search_exact
-from daskauc.solvers.newton import prsvm_newton
+from daskauc.solvers.newton import prsvm_newton, sampled_pair_moments
 from daskauc.solvers.pairwise import (
     PairwiseOperator,
     class_indices,
@@ -36,6 +36,7 @@ from daskauc.solvers.pairwise import (
     objective_gradient,
     pairwise_coefficients,
 )
+from daskauc.solvers.stats import class_statistics, pair_second_moment
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 
@@ -299,13 +300,56 @@ def test_preconditioning_same_optimum_fewer_cg_steps():
     y = np.where(X @ rng.standard_normal(r) + 0.3 * rng.standard_normal(n) > 0, 1, -1)
     C = 10.0
     w_ref, f_ref = _lbfgs_reference(X, y, C)
-    runs = {pc: prsvm_newton(X, y, C=C, tol=1e-8, cg_tol=1e-6, max_cg=500, precondition=pc)
-            for pc in (True, False)}
+    settings = {"moments": {"precondition": True},  # "auto": the pairs' second moment
+                "jacobi": {"precondition": True, "pair_moments": None},
+                "none": {"precondition": False}}
+    runs = {k: prsvm_newton(X, y, C=C, tol=1e-8, cg_tol=1e-6, max_cg=500, **kw)
+            for k, kw in settings.items()}
     for res in runs.values():
         assert res.converged
         assert abs(ref.objective(res.coef, X, y, C) - f_ref) <= 1e-6 * f_ref
-    cg = {pc: sum(h.get("cg_iter", 0) for h in res.history) for pc, res in runs.items()}
-    assert cg[True] < 0.5 * cg[False], cg
+    cg = {k: sum(h.get("cg_iter", 0) for h in res.history) for k, res in runs.items()}
+    assert cg["jacobi"] < 0.5 * cg["none"], cg
+    assert cg["moments"] < cg["jacobi"], cg
+    # correlated columns (a Nystroem embedding's are): the diagonal cannot see them, the
+    # pairs' second moment does
+    X = X @ rng.standard_normal((r, r))
+    runs = {k: prsvm_newton(X, y, C=0.1, tol=1e-6, cg_tol=1e-6, max_cg=1000, **kw)
+            for k, kw in settings.items()}
+    cg = {k: sum(h.get("cg_iter", 0) for h in res.history) for k, res in runs.items()}
+    assert cg["moments"] < 0.5 * min(cg["jacobi"], cg["none"]), cg
+
+
+def test_pair_second_moment_is_the_mean_over_pairs():
+    X, y = _float_problem(5, n=50, d=3)
+    P, N = X[y > 0], X[y < 0]
+    d = (P[:, None, :] - N[None, :, :]).reshape(-1, X.shape[1])
+    E = pair_second_moment(class_statistics(X, y))
+    np.testing.assert_allclose(E, d.T @ d / d.shape[0], rtol=1e-12)
+    # a sample of every row is every row
+    np.testing.assert_allclose(sampled_pair_moments(da.from_array(X, chunks=(20, 3)), y), E,
+                               rtol=1e-12)
+
+
+def test_second_moment_preconditioner_is_the_hessian_at_zero():
+    # at w = 0 every pair is active, so I + 2C n+ n- E is the Hessian itself and
+    # preconditioned CG ends after one product
+    X, y = _float_problem(8, n=200, d=6)
+    X[:, 1] *= 1e-3
+    res = prsvm_newton(X, y, C=0.5, tol=1e-6, cg_tol=1e-10, max_cg=50)
+    assert res.history[1]["cg_iter"] == 1
+    assert res.history[1]["cg_rel_residual"] < 1e-10
+    jacobi = prsvm_newton(X, y, C=0.5, tol=1e-6, cg_tol=1e-10, max_cg=50, pair_moments=None)
+    assert jacobi.history[1]["cg_iter"] > 1
+    np.testing.assert_allclose(res.coef, jacobi.coef, rtol=1e-4, atol=1e-8)
+
+
+def test_pair_moments_must_match_X():
+    X, y = _float_problem(0, n=30)
+    with pytest.raises(ValueError, match=r"pair_moments must be a finite \(4, 4\) matrix"):
+        prsvm_newton(X, y, pair_moments=np.eye(3))
+    with pytest.raises(ValueError, match="pair_moments must be one of"):
+        prsvm_newton(X, y, pair_moments="yes")
 
 
 def test_default_tolerance_and_history():

@@ -22,7 +22,7 @@ from .._validation import (
 )
 from ..model_selection.c_path import select_C
 from ..solvers.linesearch import LINE_SEARCHES
-from ..solvers.newton import prsvm_newton
+from ..solvers.newton import auto_pair_moments, prsvm_newton
 from ._base import LinearAUCModel
 from ._checkpoint import check_resumed_data, open_checkpoint
 
@@ -149,16 +149,16 @@ class RankSVM(LinearAUCModel):
                     max_cg=int(self.max_cg), precondition=bool(self.precondition),
                     line_search=self.line_search, decrement_tol=self.decrement_tol)
 
-    def _choose_C(self, Xd, yd) -> float:
+    def _choose_C(self, Xd, yd, pair_moments=None) -> float:
         """``C`` as a number: the given one, or chosen (``C="auto"``, recorded in
-        ``selection_``)."""
+        ``selection_``) with the Newton solves preconditioned by ``pair_moments``."""
         self.__dict__.pop("selection_", None)
         if not isinstance(self.C, str):
             return float(self.C)
         # the choice does not depend on max_iter (a checkpointed fit resumed with more steps
         # must choose the same C)
         self.selection_ = select_C(Xd, yd, solver_params={**self._newton_kwargs(), "max_iter": 50},
-                                   random_state=self.random_state)
+                                   random_state=self.random_state, pair_moments=pair_moments)
         return self.selection_["C"]
 
     def fit(self, X, y=None, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):
@@ -197,12 +197,15 @@ class RankSVM(LinearAUCModel):
                 self._solver_state = state
                 save_model(self, checkpoint.path, overwrite=True)
 
+        # the preconditioner of every solve, the selection's included: a function of the data
+        # alone, so a resumed fit takes the steps of the uninterrupted one
+        moments = auto_pair_moments(Xd, yd) if self.precondition else None
         if previous is not None and hasattr(previous, "C_"):  # resume with the same C
             self.C_ = float(previous.C_)
             if hasattr(previous, "selection_"):
                 self.selection_ = previous.selection_
         else:
-            self.C_ = self._choose_C(Xd, yd)
+            self.C_ = self._choose_C(Xd, yd, moments)
         w0 = None
         if self.warm_start and hasattr(self, "coef_"):
             if self.coef_.shape != (Xd.shape[1],):
@@ -214,7 +217,7 @@ class RankSVM(LinearAUCModel):
         result = prsvm_newton(
             Xd, yd, C=self.C_, w0=w0, **self._newton_kwargs(),
             persist=self.persist, X_val=X_val, y_val=y_val, check_input=False,
-            resume=snapshot, on_step=on_step,
+            resume=snapshot, on_step=on_step, pair_moments=moments,
         )
         if not result.converged:
             warnings.warn(

@@ -35,6 +35,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from .._arrays import sample_rows, stratified_subsample
 from .._compute import compute, distributed_client
 from .._validation import as_row_chunked, check_param, check_X_y, validation_set
 from ..engine.placement import place_rows
@@ -44,8 +45,46 @@ from ._graphs import threads_limit
 from ._result import SolverResult
 from .linesearch import LINE_SEARCHES, line_search_armijo, line_search_exact
 from .pairwise import PairwiseOperator, as_vector
+from .stats import class_statistics, pair_second_moment
 
 logger = logging.getLogger(__name__)
+
+#: the pairs' second moment preconditions CG (``pair_moments="auto"``) up to this many
+#: columns: its r x r Cholesky per Newton step (r^3 / 3 flops) costs about what a few Hessian
+#: products over 50,000 rows do at 4,096
+PAIR_MOMENT_COLUMNS = 4096
+#: rows of the stratified sample the second moment is estimated from, per column of X (at
+#: least PAIR_MOMENT_ROWS[0], at most PAIR_MOMENT_ROWS[1]). Measured on ijcnn1's 1,600-column
+#: embedding (49,990 rows, C = 2.7e-4): Hessian products of the whole fit 152 with Jacobi,
+#: and with the second moment of 2,500 / 5,000 / 13,000 / 49,990 rows 150 / 104 / 86 / 80
+#: (estimated in 0.2 / 0.6 / 1.0 / 4.6 s)
+PAIR_MOMENT_ROWS_PER_COLUMN = 8
+PAIR_MOMENT_ROWS = (2000, 20_000)
+
+
+def auto_pair_moments(X: da.Array, y) -> np.ndarray | None:
+    """``pair_moments="auto"`` of :func:`prsvm_newton`: :func:`sampled_pair_moments` when
+    ``X`` has at most ``PAIR_MOMENT_COLUMNS`` columns, else None (Jacobi)."""
+    if int(X.shape[1]) > PAIR_MOMENT_COLUMNS:
+        return None
+    return sampled_pair_moments(X, np.asarray(compute(y)[0] if isinstance(y, da.Array) else y))
+
+
+def sampled_pair_moments(X: da.Array, y: np.ndarray, rows: int | None = None,
+                         seed: int = 0) -> np.ndarray:
+    """The pairs' second moment (:func:`daskauc.solvers.stats.pair_second_moment`) of a
+    stratified sample of ``rows`` rows of ``X`` (default: ``PAIR_MOMENT_ROWS_PER_COLUMN``
+    per column, within ``PAIR_MOMENT_ROWS``; all rows when there are no more): one compute,
+    the same sample for the same labels and ``seed``."""
+    if rows is None:
+        low, high = PAIR_MOMENT_ROWS
+        rows = min(max(PAIR_MOMENT_ROWS_PER_COLUMN * int(X.shape[1]), low), high)
+    y = np.asarray(y)
+    idx = stratified_subsample(y, int(rows), np.random.default_rng(seed))
+    if idx.size < y.size:
+        (Xs,) = compute(sample_rows(X, idx))
+        return pair_second_moment(class_statistics(np.asarray(Xs), y[idx]))
+    return pair_second_moment(class_statistics(X, y))
 
 
 def _validation_auc(op: PairwiseOperator, Xv, yv, w) -> float:
@@ -74,6 +113,7 @@ def prsvm_newton(
     check_input: bool = True,
     resume: dict | None = None,
     on_step: Callable[[dict], Any] | None = None,
+    pair_moments: np.ndarray | str | None = "auto",
 ) -> SolverResult:
     """Minimize the pairwise squared hinge with the PRSVM+ truncated Newton method.
 
@@ -103,10 +143,13 @@ def prsvm_newton(
     max_cg : int, default 50
         Maximum CG steps (Hessian products) per Newton step.
     precondition : bool, default True
-        Precondition CG with the diagonal ``1 + 2C sum_i d_i x_ik^2`` (``d_i`` the active pairs
-        of row ``i``), gathered in the gradient pass at no extra read of ``X``. It cuts the CG
-        steps by about 10x on Nystroem embeddings, whose columns have scales spread like the
-        kernel's eigenvalues; False is plain CG (Chapelle's).
+        Precondition CG: by ``I + 2C rho n+ n- E`` with the pairs' second moment ``E``
+        (``pair_moments``; ``rho`` the share of active pairs), else by the diagonal
+        ``1 + 2C sum_i d_i x_ik^2`` (``d_i`` the active pairs of row ``i``), gathered in the
+        gradient pass at no extra read of ``X``. False is plain CG (Chapelle's).
+        Jacobi cuts the CG steps by about 10x on Nystroem embeddings, whose columns have
+        scales spread like the kernel's eigenvalues; the second moment by 2-6x more
+        (:class:`daskauc.solvers.pairwise.LinearBasis`).
     w0 : ndarray of shape (r,), optional
         Starting point (zeros by default).
     line_search : {"exact", "armijo"}, default "exact"
@@ -135,6 +178,12 @@ def prsvm_newton(
     resume : dict, optional
         A snapshot given to ``on_step``: continue from it (``w0`` is then ignored); the
         steps taken are those of the uninterrupted run, bit for bit.
+    pair_moments : "auto", ndarray (r, r) or None, default "auto"
+        ``E[(x_i - x_j)(x_i - x_j)^T]`` over the (positive, negative) pairs, of these rows or
+        of a sample (:func:`daskauc.solvers.stats.pair_second_moment`): the preconditioner.
+        "auto" computes it from a stratified sample of the rows (one compute, the same rows
+        for the same data: :func:`sampled_pair_moments`) when ``X`` has at most
+        ``PAIR_MOMENT_COLUMNS`` columns, and otherwise preconditions by Jacobi, as does None.
 
     Returns
     -------
@@ -174,6 +223,8 @@ def prsvm_newton(
     check_param("precondition", precondition, bool)
     check_param("line_search", line_search, str, choices=LINE_SEARCHES)
     check_param("persist", persist, object, choices=("auto", True, False))
+    if isinstance(pair_moments, str):
+        check_param("pair_moments", pair_moments, str, choices=("auto",))
     if decrement_tol is not None:
         check_param("decrement_tol", decrement_tol, float, low=0.0)
     C = float(C)
@@ -196,13 +247,22 @@ def prsvm_newton(
 
     Xv, yv = validation_set(X_val, y_val, r)
 
+    if isinstance(pair_moments, str):
+        pair_moments = auto_pair_moments(X, y_np) if precondition else None
+    if pair_moments is not None:
+        pair_moments = np.asarray(pair_moments, dtype=np.float64)
+        if pair_moments.shape != (r, r) or not np.isfinite(pair_moments).all():
+            raise ValueError(f"pair_moments must be a finite ({r}, {r}) matrix to match X's "
+                             f"{r} columns; got shape {pair_moments.shape}")
+
     client = distributed_client()
     X, cached = place_rows(X, persist, client)
     persisted = cached is None and is_materialized(X)
 
     with threads_limit(client):
         return newton_loop(
-            PairwiseOperator(X, y_np, C, precondition, cached=cached), w, tol=tol,
+            PairwiseOperator(X, y_np, C, precondition, cached=cached,
+                             pair_moments=pair_moments), w, tol=tol,
             max_iter=max_iter,
             cg_tol=cg_tol, max_cg=max_cg, line_search=line_search, decrement_tol=decrement_tol,
             callback=callback, Xv=Xv, yv=yv, persisted=persisted, resume=resume,

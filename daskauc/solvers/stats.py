@@ -453,12 +453,20 @@ def ls_gradient(w: np.ndarray, stats: ClassStats, lam: float) -> np.ndarray:
     return 2.0 * (stats.cov_pos @ w + stats.cov_neg @ w) + 2.0 * (w @ D - 1.0) * D + lam * w
 
 
+def pair_second_moment(stats: ClassStats) -> np.ndarray:
+    """``E[(x_i - x_j)(x_i - x_j)^T]`` over the (positive, negative) pairs: ``S+ + S- + D
+    D^T``, the class covariances and the outer product of the difference of the class means
+    (LS's Hessian over 2, and the Newton solver's preconditioner,
+    :class:`daskauc.solvers.pairwise.LinearBasis`)."""
+    D = stats.D
+    return stats.cov_pos + stats.cov_neg + np.outer(D, D)
+
+
 def ls_system(stats: ClassStats, lam: float) -> tuple[np.ndarray, np.ndarray]:
     """The normal equations ``A w = D`` of LS: ``A = S+ + S- + D D^T + (lam/2) I``."""
-    D = stats.D
-    A = stats.cov_pos + stats.cov_neg + np.outer(D, D)
+    A = pair_second_moment(stats)
     A[np.diag_indices_from(A)] += 0.5 * lam
-    return A, D
+    return A, stats.D
 
 
 def lsauc_from_stats(stats: ClassStats, lam: float) -> np.ndarray:
