@@ -3,6 +3,8 @@ the automatic choice of gamma and lam, saving and loading."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import dask
 import dask.array as da
 import numpy as np
@@ -146,7 +148,12 @@ def test_selection_goes_past_an_end_of_the_grid(monkeypatch, peak, want):
     assert len(mults) <= 3 + selection.EDGE_STEPS and len(sel.table) == 2 * len(mults)
     if want == peak:  # found: one width past it on the far side, inside the grid
         assert mults[0] < want < mults[-1] or want in (0.5, 1.0, 2.0)
-    assert len(seen) == 3 * len(mults)  # every width once per fold
+    # every width on the first fold; on the others only those once among the KEEP_WIDTHS
+    # best on it (successive halving), the chosen one always
+    counts = Counter(seen)
+    assert set(counts) == set(mults) and set(counts.values()) <= {1, 3}
+    assert counts[sel.gamma_multiplier] == 3
+    assert sum(v == 3 for v in counts.values()) < len(mults)
     fixed = selection.select_gamma_lam(Xd, y, extend_grid=False, **kw)
     assert sorted({r["gamma_multiplier"] for r in fixed.table}) == [0.5, 1.0, 2.0]
     assert fixed.gamma_multiplier == (0.5 if peak < 1 else 2.0)
@@ -185,8 +192,9 @@ def _checkerboard(seed, n, freq=7.0):
 
 def test_width_walk_at_the_final_scale_moves_the_width_and_helps():
     # 24 centres in the selection cannot see the width that 400 centres want (the selection
-    # picks 32/b); the walk at 400 centres on 2,000 rows goes down to 4/b, and the test AUC
-    # rises by 0.007 over the selection's width (measured: 0.9296 against 0.9226)
+    # picks 32/b); the walk at 400 centres on 2,000 rows goes down to 8/b, and the test AUC
+    # rises over the selection's width (measured: 0.9281 against 0.9263 at the lam the
+    # selection's shorter lam path chose; 0.9296 against 0.9226 with the longer one before)
     X, y = _checkerboard(0, 3000)
     Xt, yt = _checkerboard(1, 2000)
     kw = dict(n_centres=400, selection_rows=600, selection_centres=24, random_state=0)
@@ -203,7 +211,7 @@ def test_width_walk_at_the_final_scale_moves_the_width_and_helps():
     assert est.selection_["gamma_multiplier"] == best["gamma_multiplier"]
     mults = [r["gamma_multiplier"] for r in table]
     assert all(b / a in (2.0, 0.5, 0.25) for a, b in zip(mults[:-1], mults[1:], strict=True))
-    assert est.score(Xt, yt) > off.score(Xt, yt) + 0.003
+    assert est.score(Xt, yt) > off.score(Xt, yt) + 0.001
     # lam as the selection moves it: (n_fold_train / n) ** LAM_EXPONENT from its fold rows
     assert walk["lam"] == pytest.approx(est.lam_ * (3000 / 2000) ** selection.LAM_EXPONENT)
     # the walk runs only with at least twice the selection's centres, and can be turned off

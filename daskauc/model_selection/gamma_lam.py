@@ -10,13 +10,22 @@
    Cholesky Nystroem features ``Phi = K T^{-1}`` (``T^T T = K_mm + jitter I``) of the fold's
    training and validation rows, on which a linear model is exactly the kernel-basis model;
 3. the path of ``lam`` from the largest to the smallest, each solve warm-started from the
-   previous one (PRSVM+ Newton for the squared hinge, the exact solve for least squares),
-   the validation AUC recorded at each point;
+   previous one (PRSVM+ Newton for the squared hinge, preconditioned by the pairs' second
+   moment of the fold's features, decomposed once per path; the exact solve for least
+   squares), the validation AUC recorded at each point, stopped ``PATIENCE`` points past its
+   best; every width on the first fold, the other folds only for the ``KEEP_WIDTHS`` best
+   widths on it (successive halving);
 4. while the best width is at an end of the grid, one more width a factor of 2 past it (at
    most ``EDGE_STEPS``);
 5. the ``(gamma, lam)`` of highest mean validation AUC over the folds (ties: the gamma closest
    to the rule, then the larger lam), and ``lam`` rescaled to the full training set by
    ``(n_fold_train / n) ** LAM_EXPONENT``.
+
+On the default grid the widths are first screened (``screen=True``: least squares' exact
+path at every lam from one eigendecomposition per fold and width, :func:`ls_screen_path`, on
+``SCREEN_ROWS`` rows and ``SCREEN_CENTRES`` centres), and the search keeps the screen's best
+width and the next two up, and the lams from ``LAM_CEILING`` times the screen's down
+(:func:`choose_gamma_lam`).
 
 The best width grows with the number of centres (and rows), so a subsample with 2,048 centres
 cannot see the width of a model with 8,192 or more: :class:`~daskauc.KernelAUC` then walks the
@@ -43,6 +52,7 @@ from dataclasses import dataclass, field
 
 import dask
 import numpy as np
+import scipy.linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold, train_test_split
 
@@ -56,7 +66,8 @@ from ..embed.nystroem import default_gamma
 from ..metrics import roc_auc
 from ..solvers.kernel_basis import build_preconditioner, kernel_scores
 from ..solvers.newton import prsvm_newton
-from ..solvers.stats import class_statistics, lsauc_from_stats
+from ..solvers.pairwise import PairMoments
+from ..solvers.stats import class_statistics, lsauc_from_stats, pair_second_moment
 from .kernel_model import KernelFunction, KernelSettings, choose_route, fit_kernel_model
 
 logger = logging.getLogger("daskauc")
@@ -79,13 +90,31 @@ LAM_EXPONENT = 0.5
 #: widths tried past an end of the grid when the best one sits there (factors of 2).
 EDGE_STEPS = 3
 
-#: a lam path stops after PATIENCE points in a row DROP below its best validation AUC.
-PATIENCE = 3
-DROP = 0.002
+#: widths whose validation AUC on the first fold is among the KEEP_WIDTHS best are scored on
+#: the other folds too; the others are left at one fold (their mean is not taken)
+KEEP_WIDTHS = 2
+
+#: a lam path stops after PATIENCE points in a row DROP below its best validation AUC. Past
+#: the best the validation AUC falls (spambase, ijcnn1) while the Newton solves get dearer
+#: as lam shrinks: 3 points 0.002 below took the path on to lams whose solves cost more than
+#: the rest of it (spambase at gamma = 1/8 b: 54 s of 170 s at lam = 1e-7).
+PATIENCE = 2
+DROP = 0.0
 
 #: default size of the subsample and cap on its centres.
 SELECTION_ROWS = 20_000
 SELECTION_CENTRES = 2048
+
+#: the width screen of ``gamma="auto"`` on the default grid: size of its subsample and cap on
+#: its centres. Least squares' validation AUC at every lam of the grid comes from one
+#: eigendecomposition per (fold, width) (:func:`ls_screen_path`), so the screen sees every
+#: width and lam for about the price of one solve per width; the search proper then runs on
+#: the screen's best width and the next two up (the best width grows with the centres: on
+#: spambase the screen's 512 centres chose 1/4 b, the search's 2,048 1/b), widened past an
+#: end as ever, from LAM_CEILING times the screen's lam down.
+SCREEN_ROWS = 6000
+SCREEN_CENTRES = 512
+LAM_CEILING = 10.0
 
 #: the width walk at the final model's scale: rows of its subsample (2/3 train, 1/3
 #: validation), cap on its centres, most doublings (or halvings), least gain to go on. It runs
@@ -141,7 +170,8 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
     behind = 0
     pos, neg = class_counts(y_tr)
     n_pairs = float(pos) * float(neg)
-    stats = class_statistics(Phi_tr, y_tr) if loss == "least_squares" else None
+    stats = class_statistics(Phi_tr, y_tr)  # LS's solves, the hinge's preconditioner
+    moments = PairMoments(pair_second_moment(stats))
     w = None
     for lam in lams:
         t0 = time.perf_counter()
@@ -150,7 +180,8 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                res = prsvm_newton(Phi_tr, y_tr, C=1.0 / (lam * n_pairs), w0=w, **solver_params)
+                res = prsvm_newton(Phi_tr, y_tr, C=1.0 / (lam * n_pairs), w0=w,
+                                   pair_moments=moments, **solver_params)
             w, n_iter = res.coef, res.n_iter
         auc = float(roc_auc(y_va, Phi_va @ w.astype(np.float32)))
         out.append({"lam": float(lam), "auc": auc, "n_iter": int(n_iter),
@@ -168,10 +199,29 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
     return out
 
 
+def ls_screen_path(Phi_tr, y_tr, Phi_va, y_va, *, lams, label: str = "") -> list[dict]:
+    """Validation AUC of the least-squares AUC solution at every lam of ``lams``, from one
+    eigendecomposition ``E = V diag(ev) V^T`` of the pairs' second moment: ``w(lam) = V
+    (ev + lam/2)^-1 V^T D`` (:func:`daskauc.solvers.stats.lsauc_from_stats`'s solution),
+    records as :func:`_fold_path`'s."""
+    t0 = time.perf_counter()
+    stats = class_statistics(Phi_tr, y_tr)
+    ev, V = scipy.linalg.eigh(pair_second_moment(stats), check_finite=False)
+    b = V.T @ stats.D
+    P = np.asarray(Phi_va, dtype=np.float64) @ V
+    out = [{"lam": float(lam), "auc": float(roc_auc(y_va, P @ (b / (ev + 0.5 * lam)))),
+            "n_iter": 0, "seconds": 0.0} for lam in lams]
+    out[0]["seconds"] = time.perf_counter() - t0
+    best = max(out, key=lambda r: r["auc"])
+    logger.info("screen %s: best least-squares validation AUC %.5f at lam=%.3g", label,
+                best["auc"], best["lam"])
+    return out
+
+
 def _auc_array(paths: dict, mults, lams, everything: bool = False):
     """Validation AUCs (gamma, lam, fold) of the paths (NaN past a path's end); with
     ``everything`` also the Newton steps and the seconds."""
-    n_folds = len(next(iter(paths.values())))
+    n_folds = max(len(p) for p in paths.values())
     aucs = np.full((len(mults), len(lams), n_folds), np.nan)
     iters = np.zeros(aucs.shape, dtype=int)
     secs = np.zeros(aucs.shape[:2])
@@ -211,6 +261,8 @@ def select_gamma_lam(
     extend_grid: bool = True,
     random_state=None,
     solver_params: dict | None = None,
+    screen: bool = False,
+    lam_ceiling: float | None = None,
 ) -> Selection:
     """Choose ``gamma`` (among ``gamma0 * gamma_multipliers``) and ``lam`` by validation AUC.
 
@@ -243,6 +295,11 @@ def select_gamma_lam(
     random_state : SeedSequence
     solver_params : dict
         ``tol``, ``max_iter``, ``cg_tol``, ``max_cg`` of the Newton solves.
+    screen : bool
+        Score every (gamma, lam) by least squares' exact path (:func:`ls_screen_path`)
+        whatever ``loss``: the width screen.
+    lam_ceiling : float, optional
+        Leave out the lams above it (full-data scale, rescaled to the subsample as lam is).
 
     Returns
     -------
@@ -269,6 +326,9 @@ def select_gamma_lam(
     if lam_fixed is not None:
         lams = [float(lam_fixed) * (n_full / n_tr) ** LAM_EXPONENT]
     lams = sorted((float(v) for v in lams), reverse=True)
+    if lam_ceiling is not None:
+        top = float(lam_ceiling) * (n_full / n_tr) ** LAM_EXPONENT
+        lams = [v for v in lams if v <= top * (1 + 1e-9)] or lams[-1:]
     mults = [float(v) for v in gamma_multipliers]
     n_tr_min = min(len(tr) for tr, _ in folds)
     m = int(min(n_centres, max_centres, n_tr_min))
@@ -283,20 +343,33 @@ def select_gamma_lam(
         Phi_tr = _features(pc, Xs[tr], fold_centres[f], gamma)
         Phi_va = _features(pc, Xs[va], fold_centres[f], gamma)
         del pc
+        label = f"fold {f}, gamma={mult:g}/b"
+        if screen:
+            return f, mult, ls_screen_path(Phi_tr, ys[tr], Phi_va, ys[va], lams=lams,
+                                           label=label)
         return f, mult, _fold_path(Phi_tr, ys[tr], Phi_va, ys[va], loss=loss, lams=lams,
-                                   solver_params=solver_params,
-                                   label=f"fold {f}, gamma={mult:g}/b")
+                                   solver_params=solver_params, label=label)
 
     paths: dict = {}  # multiplier -> {fold: path}
 
-    def run(new_mults):
+    def run_jobs(jobs):
         # every (fold, gamma) path is independent: one per core, each on the synchronous
         # scheduler with one BLAS thread (numba kernels and BLAS release the GIL)
-        jobs = [(f, g) for f in range(len(folds)) for g in new_mults]
+        if not jobs:
+            return
         with dask.config.set(scheduler="sync"), _config.blas_limit(1), \
                 ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
             for f, mult, path in pool.map(lambda fg: job(*fg), jobs):
                 paths.setdefault(mult, {})[f] = path
+
+    def run(new_mults):
+        # successive halving over the folds: every width on the first fold, the other folds
+        # only for the KEEP_WIDTHS best widths on it (ties: the closest to the rule)
+        run_jobs([(0, g) for g in new_mults])
+        ranked = sorted(paths, key=lambda g: (-max(r["auc"] for r in paths[g][0]),
+                                              abs(np.log(g))))
+        run_jobs([(f, g) for g in ranked[:KEEP_WIDTHS] for f in range(1, len(folds))
+                  if f not in paths[g]])
 
     run(sorted({float(v) for v in gamma_multipliers}))
     # a best width at an end of the grid was not chosen, only bounded: go on past that end
@@ -328,11 +401,15 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
                      solver: str, settings: KernelSettings, intercept, random_state):
     """:class:`~daskauc.KernelAUC`'s ``(gamma, lam, selection)``: each given as a number, or
     "rule" (gamma only: the bandwidth rule 1/b), or "auto": chosen by
-    :func:`select_gamma_lam` (on ``gamma_grid`` times 1/b, default ``GAMMA_MULTIPLIERS``,
-    widened past an end; ``lam_grid``, default ``LAMBDAS``), then, for an automatic width on
-    the default grid, walked at the final model's scale (:func:`walk_width`). ``selection``
-    is :meth:`Selection.as_dict` with the walk under ``"width_walk"``, or None when nothing
-    was "auto". ``random_state`` is the fit's SeedSequence (its children 1 and 3)."""
+    :func:`select_gamma_lam` (on ``gamma_grid`` times 1/b, widened past an end; ``lam_grid``,
+    default ``LAMBDAS``). An automatic width on the default grid (``GAMMA_MULTIPLIERS``) is
+    first screened by least squares' exact path on a smaller subsample (``SCREEN_ROWS``,
+    ``SCREEN_CENTRES``), which leaves the search its best width and the two next to it and,
+    for an automatic lam, the lams from ``LAM_CEILING`` times its best down; the chosen width
+    is then walked at the final model's scale (:func:`walk_width`). ``selection`` is
+    :meth:`Selection.as_dict` with the screen under ``"screen"`` and the walk under
+    ``"width_walk"``, or None when nothing was "auto". ``random_state`` is the fit's
+    SeedSequence (its children 1, 3 and 5)."""
     if gamma != "auto" and lam != "auto":
         return (default_gamma(X) if gamma == "rule" else float(gamma)), float(lam), None
     gamma0 = default_gamma(X)
@@ -340,17 +417,35 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
         mults = gamma_grid if gamma_grid is not None else GAMMA_MULTIPLIERS
     else:
         mults = [(gamma0 if gamma == "rule" else float(gamma)) / gamma0]
+    common = dict(gamma0=gamma0, n_centres=n_centres,
+                  lams=lam_grid if lam_grid is not None else LAMBDAS,
+                  lam_fixed=None if lam == "auto" else float(lam), cv=cv,
+                  n_full=int(X.shape[0]), solver_params=settings.newton_params)
+    default_grid = gamma == "auto" and gamma_grid is None
+    screened, lam_ceiling = None, None
+    if default_grid and SCREEN_ROWS > 0:
+        screened = select_gamma_lam(
+            X, y, loss="least_squares", gamma_multipliers=mults, rows=min(rows, SCREEN_ROWS),
+            max_centres=min(max_centres, SCREEN_CENTRES), extend_grid=True, screen=True,
+            random_state=child_seed(random_state, 5), **common)
+        best = screened.gamma_multiplier
+        # the best width grows with the centres (module docstring), and the search has up
+        # to SELECTION_CENTRES / SCREEN_CENTRES = 4 times the screen's: from its best up
+        mults = [best, best * 2.0, best * 4.0]
+        lam_ceiling = LAM_CEILING * screened.lam if lam == "auto" else None
+        logger.info("KernelAUC: the width screen kept %g/b and the next two widths up (%.1f s)", best,
+                    screened.seconds)
     chosen = select_gamma_lam(
-        X, y, gamma0=gamma0, loss=settings.loss, n_centres=n_centres, gamma_multipliers=mults,
-        lams=lam_grid if lam_grid is not None else LAMBDAS,
-        lam_fixed=None if lam == "auto" else float(lam), cv=cv, rows=rows,
-        max_centres=max_centres, n_full=int(X.shape[0]),
-        extend_grid=gamma == "auto" and gamma_grid is None,
-        random_state=child_seed(random_state, 1), solver_params=settings.newton_params)
+        X, y, loss=settings.loss, gamma_multipliers=mults, rows=rows, max_centres=max_centres,
+        extend_grid=default_grid, lam_ceiling=lam_ceiling,
+        random_state=child_seed(random_state, 1), **common)
     logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g in %.1f s",
                 chosen.gamma, chosen.gamma_multiplier, chosen.lam, chosen.seconds)
     selection = chosen.as_dict()
-    if gamma == "auto" and gamma_grid is None:
+    if screened is not None:
+        selection["screen"] = screened.as_dict()
+        selection["seconds"] += screened.seconds
+    if default_grid:
         walk = walk_width(X, y, gamma0=gamma0, selection=selection, n_centres=n_centres,
                           rows=width_rows, max_centres=width_centres, solver=solver,
                           settings=settings, intercept=intercept,

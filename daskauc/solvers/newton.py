@@ -44,14 +44,14 @@ from ..engine.stream import is_materialized
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .linesearch import LINE_SEARCHES, line_search_armijo, line_search_exact
-from .pairwise import PairwiseOperator, as_vector
+from .pairwise import PairMoments, PairwiseOperator, as_vector
 from .stats import class_statistics, pair_second_moment
 
 logger = logging.getLogger(__name__)
 
 #: the pairs' second moment preconditions CG (``pair_moments="auto"``) up to this many
-#: columns: its r x r Cholesky per Newton step (r^3 / 3 flops) costs about what a few Hessian
-#: products over 50,000 rows do at 4,096
+#: columns: its eigendecomposition, once per fit (about 3 r^3 flops: 2e11 at 4,096, a few
+#: seconds), and two r x r products per CG step (next to the Hessian product's 4 n r)
 PAIR_MOMENT_COLUMNS = 4096
 #: rows of the stratified sample the second moment is estimated from, per column of X (at
 #: least PAIR_MOMENT_ROWS[0], at most PAIR_MOMENT_ROWS[1]). Measured on ijcnn1's 1,600-column
@@ -62,12 +62,13 @@ PAIR_MOMENT_ROWS_PER_COLUMN = 8
 PAIR_MOMENT_ROWS = (2000, 20_000)
 
 
-def auto_pair_moments(X: da.Array, y) -> np.ndarray | None:
+def auto_pair_moments(X: da.Array, y) -> PairMoments | None:
     """``pair_moments="auto"`` of :func:`prsvm_newton`: :func:`sampled_pair_moments` when
     ``X`` has at most ``PAIR_MOMENT_COLUMNS`` columns, else None (Jacobi)."""
     if int(X.shape[1]) > PAIR_MOMENT_COLUMNS:
         return None
-    return sampled_pair_moments(X, np.asarray(compute(y)[0] if isinstance(y, da.Array) else y))
+    return PairMoments(sampled_pair_moments(
+        X, np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)))
 
 
 def sampled_pair_moments(X: da.Array, y: np.ndarray, rows: int | None = None,
@@ -178,9 +179,11 @@ def prsvm_newton(
     resume : dict, optional
         A snapshot given to ``on_step``: continue from it (``w0`` is then ignored); the
         steps taken are those of the uninterrupted run, bit for bit.
-    pair_moments : "auto", ndarray (r, r) or None, default "auto"
+    pair_moments : "auto", ndarray (r, r), PairMoments or None, default "auto"
         ``E[(x_i - x_j)(x_i - x_j)^T]`` over the (positive, negative) pairs, of these rows or
-        of a sample (:func:`daskauc.solvers.stats.pair_second_moment`): the preconditioner.
+        of a sample (:func:`daskauc.solvers.stats.pair_second_moment`): the preconditioner
+        (decomposed once, :class:`daskauc.solvers.pairwise.PairMoments`: pass one to solves
+        that share it, a path of C).
         "auto" computes it from a stratified sample of the rows (one compute, the same rows
         for the same data: :func:`sampled_pair_moments`) when ``X`` has at most
         ``PAIR_MOMENT_COLUMNS`` columns, and otherwise preconditions by Jacobi, as does None.
@@ -249,11 +252,15 @@ def prsvm_newton(
 
     if isinstance(pair_moments, str):
         pair_moments = auto_pair_moments(X, y_np) if precondition else None
-    if pair_moments is not None:
+    if pair_moments is not None and not isinstance(pair_moments, PairMoments):
         pair_moments = np.asarray(pair_moments, dtype=np.float64)
         if pair_moments.shape != (r, r) or not np.isfinite(pair_moments).all():
             raise ValueError(f"pair_moments must be a finite ({r}, {r}) matrix to match X's "
                              f"{r} columns; got shape {pair_moments.shape}")
+        pair_moments = PairMoments(pair_moments)
+    if pair_moments is not None and pair_moments.shape != (r, r):
+        raise ValueError(f"pair_moments must be a finite ({r}, {r}) matrix to match X's {r} "
+                         f"columns; got shape {pair_moments.shape}")
 
     client = distributed_client()
     X, cached = place_rows(X, persist, client)
