@@ -62,6 +62,10 @@ def test_C_auto_is_the_best_validation_C_of_independent_fits_rescaled():
     # the path stopped PATIENCE points past its best, or at the end of the grid
     best = int(np.argmax(aucs))
     assert len(aucs) == min(best + 1 + c_path.PATIENCE, len(c_path.C_GRID))
+    assert sel["stopped"] == ("the end of the grid" if len(aucs) == len(c_path.C_GRID) else
+                              f"{c_path.PATIENCE} points in a row below the best validation AUC")
+    assert all(r["seconds"] > 0 and r["hessian_products"] >= r["newton_steps"] > 0
+               for r in sel["table"])
     # a given C is used as it is, with no selection
     given = RankSVM(C=0.5).fit(X, y)
     assert given.C_ == 0.5 and not hasattr(given, "selection_")

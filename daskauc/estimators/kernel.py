@@ -118,7 +118,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         ``gamma="auto"``: rows of the stratified subsample (two thirds train, one third
         validate) on which the chosen width is walked by factors of 2 at the final model's
         scale, with ``min(n_centres, width_centres)`` centres, while the validation AUC
-        rises. It runs when those centres are at least twice the selection's; 0 turns it
+        rises. It runs when those centres are at least 4 times the selection's; 0 turns it
         off. The best width grows with m: on covtype the selection's 2/b gave 0.939 at 8,192
         centres where 8/b gave 0.954.
     width_centres : int, default=8192

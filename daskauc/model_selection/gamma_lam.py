@@ -118,11 +118,14 @@ LAM_CEILING = 10.0
 
 #: the width walk at the final model's scale: rows of its subsample (2/3 train, 1/3
 #: validation), cap on its centres, most doublings (or halvings), least gain to go on. It runs
-#: when its centres are at least twice the selection's. On covtype (100,000 training rows)
-#: the best width was 4/b at 4,096 centres and >= 8/b at 8,192, where the 20,000-row,
-#: 2,048-centre selection chose 2/b: 0.954 against 0.939 test AUC.
+#: when its centres are at least WIDTH_RATIO times the selection's, where it pays: on covtype
+#: (100,000 training rows) the best width was 4/b at 4,096 centres and >= 8/b at 8,192, where
+#: the 20,000-row, 2,048-centre selection chose 2/b: 0.954 against 0.939 test AUC; at twice
+#: the selection's centres it did not (ijcnn1 at 4,096: the walk's 2/b 0.9974, 1/b 0.9975,
+#: for 40% of the fit's time).
 WIDTH_ROWS = 150_000
 WIDTH_CENTRES = 8192
+WIDTH_RATIO = 4
 WIDTH_STEPS = 4
 WIDTH_GAIN = 5e-4
 
@@ -488,7 +491,7 @@ def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: i
                rows: int, max_centres: int, solver: str, settings: KernelSettings, intercept,
                random_state) -> dict | None:
     """Walk the width at the final model's scale (module docstring), or None when the walk's
-    centres would not be at least twice the selection's.
+    centres would not be at least ``WIDTH_RATIO`` times the selection's.
 
     Parameters
     ----------
@@ -496,7 +499,7 @@ def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: i
     selection : dict
         :meth:`Selection.as_dict` of :func:`select_gamma_lam`: the walk starts from its
         ``gamma_multiplier``, at its ``lam`` rescaled to the walk's rows, and needs at least
-        twice its ``n_centres``.
+        ``WIDTH_RATIO`` times its ``n_centres``.
     n_centres : int
         Centres of the final model; the walk uses ``min(n_centres, max_centres, rows of its
         training part)``, drawn uniformly among those rows.
@@ -527,7 +530,7 @@ def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: i
                               random_state=int(rng.integers(2**31)))
     tr, va = np.sort(tr), np.sort(va)
     m = int(min(n_centres, max_centres, len(tr)))
-    if m < 2 * selection["n_centres"]:
+    if m < WIDTH_RATIO * selection["n_centres"]:
         return None
     t0 = time.perf_counter()
     n = int(X.shape[0])
