@@ -373,7 +373,8 @@ def dataset_table(ds: dict) -> str:
               "candidates": "" if r["candidates"] is None else str(r["candidates"]),
               "x fastest trees": _s(r.get("x_fastest_trees"), ".1f"),
               "x xgboost": _s(r.get("x_xgboost"), ".1f"),
-              "cores used": _s(r["cpu_s"] / r["fit_s"] if r.get("cpu_s") else None, ".1f"),
+              "cores used": _s(r["cpu_s"] / r["fit_s"] if r.get("cpu_s") is not None
+                               and r["fit_s"] >= 0.1 else None, ".1f"),
               "peak GiB": _s(r["peak_gib"]), "rise GiB": _s(r["rise_gib"]),
               "predicted s": _s(r["predicted_fit_s"], ".0f")} for r in ran]
     out = [md_table(table)] if table else []
@@ -388,6 +389,16 @@ def dataset_table(ds: dict) -> str:
         out += ["", "Warnings during the fits:", "",
                 *[f"- {', '.join(ms)}: {w}" for w, ms in said.items()]]
     return "\n".join(out)
+
+
+def _x(r: dict) -> str:
+    """``r``'s fit time and its ratios to the fastest trees' and to xgboost's."""
+    def g(v):
+        return f"{v:.1f}x" if v < 10 else f"{v:,.0f}x"
+
+    ratios = [f"{g(r[k])} {name}" for k, name in (("x_fastest_trees", "the fastest trees"),
+                                                  ("x_xgboost", "xgboost")) if r.get(k)]
+    return f"{r['fit_s']:,.1f} s" + (f" ({', '.join(ratios)})" if ratios else "")
 
 
 def summary(datasets: list[dict]) -> list[dict]:
@@ -407,16 +418,13 @@ def summary(datasets: list[dict]) -> list[dict]:
             row["xgboost"] = f"{xgb['test_auc']:.4f} in {xgb['fit_s']:.2f} s"
         if ours:
             b = max(ours, key=lambda r: r["test_auc"])
-            row["best daskauc"] = (f"{b['method']} {b['test_auc']:.4f} in {b['fit_s']:.1f} s"
-                                   + (f" ({b['x_fastest_trees']:.0f}x trees)"
-                                      if b.get("x_fastest_trees") else ""))
+            row["best daskauc"] = f"{b['method']} {b['test_auc']:.4f} in {_x(b)}"
             if trees:
                 bar = max(r["test_auc"] for r in trees) - TIE
                 good = [r for r in ours if r["test_auc"] >= bar]
                 f = min(good, key=lambda r: r["fit_s"]) if good else None
                 row[f"fastest daskauc within {TIE} of the best trees"] = (
-                    f"{f['method']} {f['test_auc']:.4f} in {f['fit_s']:.1f} s "
-                    f"({f['x_fastest_trees']:.0f}x trees)" if f else "none")
+                    f"{f['method']} {f['test_auc']:.4f} in {_x(f)}" if f else "none")
         out.append(row)
     return out
 
@@ -508,7 +516,8 @@ def report(datasets: list[dict], args) -> None:
           "xgboost's, and this process's resident memory (peak during the fit, and its rise "
           "over the fit's start; the datasets in memory count in the peak). `cores used`: the "
           "process's CPU seconds during the fit over its wall time (2 at most; other sessions' "
-          "processes on the machine take their share). Every method was "
+          "processes on the machine take their share; blank under 0.1 s, the clock's "
+          "resolution). Every method was "
           "fitted once, untimed, on a few hundred rows first, so no time includes numba's "
           "compilation; a fit shorter than 10 s was repeated (three fits in all unless a "
           "dataset's line says otherwise) and the fastest kept. Every library uses the "
