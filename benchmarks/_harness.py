@@ -70,6 +70,22 @@ def stratified_folds(y: np.ndarray, k: int, seed: int = SEED) -> np.ndarray:
     return fold
 
 
+def stratified_rows(y: np.ndarray, rows: int, seed: int = SEED) -> np.ndarray:
+    """The sorted indices of a random subsample of ``rows`` rows of ``y`` (all of them when
+    there are fewer) with ``y``'s class ratio: ``round(rows * n_c / n)`` rows of each class
+    ``c``, drawn without replacement (``seed``)."""
+    y = np.asarray(y)
+    if rows >= y.size:
+        return np.arange(y.size)
+    rng = np.random.default_rng(seed)
+    classes, counts = np.unique(y, return_counts=True)
+    take = np.round(rows * counts / y.size).astype(np.int64)
+    take[np.argmax(counts)] += rows - take.sum()  # the rounding's remainder to the largest
+    idx = [rng.choice(np.flatnonzero(y == c), k, replace=False)
+           for c, k in zip(classes, take, strict=True)]
+    return np.sort(np.concatenate(idx))
+
+
 def load_dataset(name: str, cache_dir: str | None = None, *, shuffle: bool = True):
     """``(X_train, y_train, X_test, y_test, note)``: raw features, labels in {-1, +1} (int8).
 
@@ -168,7 +184,7 @@ def versions() -> dict:
 
     out = {}
     for pkg in ("daskauc", "numpy", "scipy", "dask", "distributed", "zarr", "numba",
-                "scikit-learn", "xgboost"):
+                "scikit-learn", "xgboost", "lightgbm"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
