@@ -74,6 +74,10 @@ from dataclasses import replace
 
 import numpy as np
 
+#: steps between the drifts a chain adds for the other chains (chain_frame), where the solver
+#: has no schedule of its own for them (NSAUC adds them with its shrinks, every rskip steps)
+DRIFT_EVERY = 16
+
 
 def mix_iterates(start: np.ndarray, finals: list[np.ndarray], steps: list[int]) -> np.ndarray:
     """Step-weighted average of the chains' iterates (the start's when no chain stepped)."""
@@ -107,6 +111,42 @@ def add_increments(start, finals: list):
     return start + sum(f - start for f in finals)
 
 
+def chain_frame(stride: float, velocity: np.ndarray | None, every: int
+                ) -> tuple[float, np.ndarray | None]:
+    """``(gain, drift)`` of a chain whose rows each stand for ``stride`` rows of the
+    sequential run (module docstring, "Chains that stand for the sequential run"): without a
+    ``velocity`` yet, steps ``gain = stride`` times the sequential ones; with one, the
+    sequential steps and the other chains' expected move, ``drift = (stride - 1) * every *
+    velocity``, added every ``every`` steps. One chain (``stride`` 1): ``(1.0, None)``."""
+    if stride == 1:
+        return 1.0, None
+    import os
+    mode = os.environ.get("FRAME", "")
+    if mode == "scaled":
+        return float(stride), None
+    if mode == "mixfirst" and velocity is None:
+        return 1.0, None
+    if velocity is None:
+        return float(stride), None
+    return 1.0, (float(stride) - 1.0) * every * velocity
+
+
+def merge_moving(start_w: np.ndarray, start_clock: float, finals_w: list[np.ndarray],
+                 finals_clock: list[float], steps: list[int],
+                 velocity: np.ndarray | None = None,
+                 ) -> tuple[np.ndarray, float, np.ndarray | None]:
+    """``(w, clock, velocity)`` after chains that stand for the sequential run: the chains'
+    iterates and clocks mixed by the steps each took, and the merged move of ``w`` per step
+    of the clock (the start's ``velocity`` when the clock did not move)."""
+    w = mix_iterates(start_w, finals_w, steps)
+    total = float(sum(steps))
+    clock = (start_clock if total <= 0 else
+             float(sum(s / total * c for s, c in zip(steps, finals_clock, strict=True))))
+    if clock > start_clock:
+        velocity = (w - start_w) / (clock - start_clock)
+    return w, clock, velocity
+
+
 def merge_reservoirs(start_buf: np.ndarray, start_n: int, own_bufs: list[np.ndarray],
                      own_ns: list[int], rng: np.random.Generator) -> np.ndarray:
     """One class's reservoir after parallel chains: a uniform sample of all its rows seen.
@@ -134,13 +174,32 @@ def merge_reservoirs(start_buf: np.ndarray, start_n: int, own_bufs: list[np.ndar
 
 
 def merge_by_steps(start, finals, *, counter: str, average: str | None = None):
-    """The merge of a state with an iterate ``w``, a step counter and optionally a running
-    average over that same counter (SPAM: ``t`` and ``wbar``)."""
+    """The merge of a state with an iterate ``w``, a step counter, a ``clock`` and a
+    ``velocity`` (:func:`merge_moving`) and optionally a running average over that same
+    counter (SPAM: ``t`` and ``wbar``)."""
     c0 = getattr(start, counter)
     counts = [getattr(f, counter) for f in finals]
-    changes = {"w": mix_iterates(start.w, [f.w for f in finals], [c - c0 for c in counts]),
-               counter: c0 + sum(c - c0 for c in counts)}
+    w, clock, velocity = merge_moving(start.w, _clock(start, counter), [f.w for f in finals],
+                                      [_clock(f, counter) for f in finals],
+                                      [c - c0 for c in counts], start.velocity)
+    changes = {"w": w, counter: c0 + sum(c - c0 for c in counts), "clock": clock,
+               "velocity": velocity}
     if average is not None:
         changes[average] = merge_running_average(getattr(start, average), c0,
                                                  [getattr(f, average) for f in finals], counts)
     return replace(start, **changes)
+
+
+def _clock(state, counter: str = "t") -> float:
+    return float(getattr(state, counter) if state.clock is None else state.clock)
+
+
+def chain_clock(state, counter: str = "t") -> np.ndarray:
+    """A state's clock (its step counter ``counter`` until a round of chains set one), as the
+    (1,) float64 array the kernels advance."""
+    return np.array([_clock(state, counter)], dtype=np.float64)
+
+
+def next_clock(state, stride: float, clock: np.ndarray) -> float | None:
+    """The clock a step leaves: None (the step counter) for one chain that had none."""
+    return None if state.clock is None and stride == 1 else float(clock[0])

@@ -42,7 +42,13 @@ import dask.array as da
 import numpy as np
 
 from .._validation import check_param
-from ..engine.chains import merge_by_steps
+from ..engine.chains import (
+    DRIFT_EVERY,
+    chain_clock,
+    chain_frame,
+    merge_by_steps,
+    next_clock,
+)
 from ..engine.stream import resolve_chains, run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _twopass_sgd_chunk
@@ -59,7 +65,9 @@ SCHEDULES = ("constant", "invsqrt")
 
 @dataclass(frozen=True)
 class TwoPassState:
-    """Model, step counter and first-pass statistics carried between chunks and calls."""
+    """Model, step counter and first-pass statistics carried between chunks and calls;
+    ``clock`` (None: ``t``) and ``velocity`` as in
+    :class:`daskauc.solvers.nsauc.PairwiseSGDState`."""
 
     w: np.ndarray
     t: int
@@ -67,18 +75,24 @@ class TwoPassState:
     epoch: int
     seed_entropy: int
     seed_key: tuple
+    clock: float | None = None
+    velocity: np.ndarray | None = None
 
 
-def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedule):
+def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedule,
+                  stride=1.0):
     X = as_block(Xb)
     yv = np.asarray(yb, dtype=np.int8)
     order = row_order(seed, yv.shape[0])
     m = state.means
     w = state.w.copy()
-    t = _twopass_sgd_chunk(X, yv, order, m.mean_pos, m.mean_neg, w, state.t, float(eta),
-                           schedule == "invsqrt", float(lam), 2.0 * m.n / m.n_pos,
-                           2.0 * m.n / m.n_neg)
-    return replace(state, w=w, t=int(t))
+    clock = chain_clock(state)
+    gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
+    t = _twopass_sgd_chunk(X, yv, order, m.mean_pos, m.mean_neg,
+                           np.zeros(0) if drift is None else drift, w, clock, state.t,
+                           float(eta), schedule == "invsqrt", float(lam), 2.0 * m.n / m.n_pos,
+                           2.0 * m.n / m.n_neg, float(stride), gain, DRIFT_EVERY)
+    return replace(state, w=w, t=int(t), clock=next_clock(state, stride, clock))
 
 
 def merge_chains(start: TwoPassState, finals: list[TwoPassState], seed) -> TwoPassState:
@@ -174,7 +188,8 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     state, history = run_epochs(
         _twopass_step, Xd, yd, state, solver="twopass", n_epochs=n_epochs, shuffle=shuffle,
         params={"lam": float(lam), "eta": float(eta), "schedule": schedule},
-        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        n_chains=resolve_chains(n_chains, Xd), merge=merge_chains, sync_every=sync_every,
+        strides=True, one_chain_first=True,
         record=objective_record(stats, lam, objective="w"), log=LOG,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,
