@@ -94,9 +94,9 @@ def _standardized(name: str):
 
 def _on_cluster(client, X: np.ndarray, y: np.ndarray):
     """``(X, y)`` persisted on the workers in the row chunks daskauc cuts numpy input into."""
-    from daskauc import _config
-
     from distributed import wait
+
+    from daskauc import _config
 
     rows = _config.chunk_rows_for(X.shape[1], X.dtype.itemsize, X.shape[0])
     Xd, yd = client.persist([to_cluster(client, X, rows), to_cluster(client, y, rows)])
@@ -291,6 +291,10 @@ def threads() -> list[dict]:
     return rows
 
 
+def _table(rows: list[dict], columns: list[str] | None = None) -> str:
+    return md_table(rows, columns) if rows else "(not run)"
+
+
 def _pin_process(core: int) -> None:
     """Pin every thread of this process (and so the threads it starts) to ``core``."""
     for tid in os.listdir(f"/proc/{os.getpid()}/task"):
@@ -359,13 +363,13 @@ def report(dflt: list[dict], acc: list[dict], spd: list[dict], thr: list[dict],
           "standardized raw features; a LocalCluster of 2 workers x 1 thread, the rows "
           "persisted in daskauc's default chunks (about 64 MiB). \"default chains\" is what "
           "`n_chains=\"auto\"` resolves to there (1: one chunk, or SPDAM's default of 1).", "",
-          md_table(summary), "",
+          _table(summary), "",
           "## Fixed settings with 1, 2 and 4 chains", "",
           "NSAUC lam = 1e-8, SPAM lam = 1e-6 eta = 1, OAM C = 2^-6 averaged (NOAM's setting) "
           "on the embeddings, random_state 0; chains combined at the end of every epoch or "
           "after every 2 chunks of each chain (sync_every=2); each epoch a call continuing "
           "the state (the first epoch of a fit is one chain).", "",
-          md_table(table), "", "![convergence](chains.png)", "",
+          _table(table), "", "![convergence](chains.png)", "",
           "## Speed on 2 workers: `PairwiseHingeSGD()`, default arguments", "",
           f"A persisted {SPEED_ROWS:,} x {SPEED_FEATURES} float32 array (standard normal "
           "features, labels of a linear score and noise; 8 chunks of 32,768 rows) and "
@@ -374,10 +378,10 @@ def report(dflt: list[dict], acc: list[dict], spd: list[dict], thr: list[dict],
           "shared by all processes, or each worker pinned to a core of its own. s/epoch: "
           "median of epochs 2-5 (the parallel ones; the first epoch of a fit is one chain); "
           "fit s: the whole fit (eta0 search, 5 epochs, calibration).", "",
-          md_table(rounded(spd, 3, drop=("epochs",)), cols), "",
+          _table(rounded(spd, 3, drop=("epochs",)), cols), "",
           "## Threads (no cluster): default against one chain", "",
           "The threaded scheduler on this machine's 2 cores, numpy input.", "",
-          md_table(rounded(thr, 4, drop=("epochs",)), tcols), ""]
+          _table(rounded(thr, 4, drop=("epochs",)), tcols), ""]
     write_results("chains", {"defaults": dflt, "accuracy": acc, "speed": spd, "threads": thr},
                   "\n".join(md), figure=fig, out=out)
 
