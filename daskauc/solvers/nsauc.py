@@ -335,8 +335,9 @@ def pairwise_hinge_sgd(
     lam : L2 regularization lambda (the paper's grid is {1e-10, ..., 1e-7}).
     n_epochs : epochs to run; one epoch is ``n`` pair steps, one Dask graph.
     n_chains : chains run in parallel over shares of the chunks each epoch, combined at its
-        end (:mod:`daskauc.engine.chains`); 1 (default) is the sequential solver, "auto" one
-        per worker thread.
+        end (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential run"; the
+        first epoch one chain); 1 (default) is the sequential solver, "auto" the cost
+        model's count (:func:`daskauc.engine.stream.resolve_chains`).
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each
         chain instead of once per epoch.
     average : return the scheduled average ``wbar`` (NSAUC) or the last iterate (NSVMSGD2).

@@ -96,8 +96,9 @@ def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule,
 
 
 def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
-    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` mixed by steps, the uniform
-    average ``wbar`` over all chains' iterates (exact), ``t`` summed, the means fixed."""
+    """Parallel chains (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential
+    run"): ``w`` and the clock mixed by steps, with the velocity; the uniform average
+    ``wbar`` over all chains' iterates (exact), ``t`` summed, the means fixed."""
     return merge_by_steps(start, finals, counter="t", average="wbar")
 
 
@@ -134,8 +135,9 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     update_means : bool
         With ``state``: merge this X's class statistics into the state's first.
     n_chains : int or "auto"
-        Parallel chains per epoch (:mod:`daskauc.engine.chains`: ``w`` mixed by steps, the
-        average exact, the class means fixed); 1 is the sequential solver.
+        Parallel chains per epoch (:mod:`daskauc.engine.chains`: each stands for the
+        sequential run, ``w`` mixed by steps, the average exact, the class means fixed; the
+        first epoch one chain); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.
 

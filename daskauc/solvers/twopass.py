@@ -28,10 +28,12 @@ Dask graph ``daskauc-twopass-epoch-...`` threading ``w`` through the chunks in a
 order, rows inside a chunk in a random permutation (numba kernel
 ``_ls_kernels._twopass_sgd_chunk``, two O(r) loops per row).
 
-Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): pass 2 is plain SGD on ``w``, so
-the chains' iterates are mixed by the steps each took (Zinkevich et al. 2010), the step counter
-is the start's plus every chain's steps (``eta / sqrt(t)`` continues from the total), and the
-first pass's means stay the start's (they are fixed within an epoch).
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): pass 2 is plain SGD on ``w``;
+each chain stands for the sequential run ("Chains that stand for the sequential run": the
+step on the clock, scaled by its stride in its first round, then the sequential step and the
+other chains' move of the last round), the chains' iterates are mixed by the steps each
+took, the step counter is the start's plus every chain's steps, and the first pass's means
+stay the start's (they are fixed within an epoch).
 """
 
 from __future__ import annotations
@@ -96,8 +98,9 @@ def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedul
 
 
 def merge_chains(start: TwoPassState, finals: list[TwoPassState], seed) -> TwoPassState:
-    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` mixed by steps, ``t`` summed,
-    the means fixed (the start's)."""
+    """Parallel chains (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential
+    run"): ``w`` and the clock mixed by steps, with the velocity; ``t`` summed, the means
+    fixed (the start's)."""
     return merge_by_steps(start, finals, counter="t")
 
 
@@ -145,8 +148,9 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
         With ``state``: first merge the class statistics of this ``X`` into the state's
         (a pass over X), as ``partial_fit`` on a new batch of a stream does.
     n_chains : int or "auto"
-        Parallel chains per epoch of pass 2 (:mod:`daskauc.engine.chains`: ``w`` mixed by
-        steps, the step counter summed, the means fixed); 1 is the sequential solver.
+        Parallel chains per epoch of pass 2 (:mod:`daskauc.engine.chains`: each stands for
+        the sequential run, ``w`` mixed by steps, the step counter summed, the means fixed;
+        the first epoch one chain); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.
 
