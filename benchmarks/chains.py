@@ -1,10 +1,19 @@
-"""Data-parallel stochastic epochs: accuracy of 1, 2 and 4 chains and the 1 -> 2 worker speedup.
+"""Data-parallel stochastic epochs: what the default chains cost in test AUC, and what they buy
+on two workers and on a laptop's threads.
 
-Accuracy: ijcnn1 and covtype, standardized, k-means Nystroem with 1,600 landmarks (the papers'
-embedding), test AUC after every epoch for NSAUC, SPAM and OAM with 1, 2 and 4 chains (same
-seed). Speed: NSAUC epochs over covtype's embedding on a LocalCluster with 1 worker (one chain)
-and with 2 workers (two chains, and one chain for reference), the embedding persisted in the
-workers' memory and streamed from its Zarr store.
+1. **Defaults**: every stochastic estimator with its default ``n_chains="auto"`` against
+   ``n_chains=1``, random_state 0 and 1, on ijcnn1 and covtype.binary: the presets' solvers
+   (NSAUC, NSVMSGD2, NSOLAM, NOAM: the preset's solver with the preset's settings) on the
+   1,600-landmark embedding, the linear estimators on the standardized raw features; on a
+   LocalCluster of 2 workers x 1 thread, the rows persisted in daskauc's default chunks.
+2. **Fixed settings with 1, 2 and 4 chains** (the curves): NSAUC, SPAM and OAM on the
+   embeddings, test AUC after every epoch.
+3. **Speed on 2 workers**: ``PairwiseHingeSGD()`` (NSAUC's solver, default arguments) on a
+   persisted 240,000 x 512 float32 array and on covtype's embedding (persisted and streamed
+   from its store), LocalClusters of 1 and 2 workers x 1 thread, the cores shared or one per
+   worker: seconds per parallel epoch (the first epoch of a fit is one chain) and per fit.
+4. **Threads** (a laptop, no cluster): the same estimator on the 240,000 x 512 array and
+   NSAUC's solver on covtype's embedding, default against one chain, time and test AUC.
 
 ``python -m benchmarks.chains`` (run alone; the embeddings are cached under bench-data/).
 Writes docs/benchmarks/chains.{json,md,png}.
@@ -22,24 +31,35 @@ import numpy as np
 from benchmarks._harness import (
     CACHE_DIR,
     Parser,
-    best_of,
+    command,
     embed_stores,
     load_dataset,
     md_table,
     rounded,
+    timed,
+    to_cluster,
     write_results,
 )
 
 OUT = os.path.join(CACHE_DIR, "chains")
+DATASETS = ("ijcnn1", "covtype")
 #: (chains, sync_every): one chain, 2 and 4 chains merged once per epoch, 4 chains merged after
 #: every 2 chunks of each chain
 CHAINS = ((1, None), (2, None), (4, None), (4, 2))
-#: the solvers and their settings on the 1,600-landmark embedding (the reproduction's kind)
+#: the curves' solvers and their settings on the 1,600-landmark embedding
 SOLVERS = {
     "NSAUC": ("nsauc", {"lam": 1e-8}, 5),
     "SPAM": ("spam", {"lam": 1e-6, "eta": 1.0}, 5),
     "OAM": ("oam", {"C": 2.0**-6, "average": True}, 1),
 }
+#: the presets whose solvers run on the embedding, and the linear estimators on raw features
+PRESETS = ("NSAUC", "NSVMSGD2", "NSOLAM", "NOAM")
+LINEAR = (("PairwiseHingeSGD", {}), ("SPAM", {}), ("SPDAM", {}), ("SOLAM", {}), ("OPAUC", {}),
+          ("TwoPassAUC", {}), ("OAM", {}), ("UnivariateAUC", {"loss": "exp"}),
+          ("UnivariateAUC", {"loss": "square"}))
+SEEDS = (0, 1)
+#: the speed benchmark's array
+SPEED_ROWS, SPEED_FEATURES = 240_000, 512
 
 
 def embeddings(name: str):
@@ -54,6 +74,74 @@ def embeddings(name: str):
         ingest_array(Xte.astype(np.float32), yte, src_te, overwrite=True)
         embed_stores(src, src_te, train, test, 1600, random_state=0)
     return train, test
+
+
+def preset_solver(name: str):
+    """``(estimator class, its settings)``: the solver a default preset fits on its embedding."""
+    import daskauc
+
+    preset = getattr(daskauc, name)()
+    params = {p: getattr(preset, p) for p in preset._solver_params}
+    return preset._solver, {**params, **preset._solver_fixed}
+
+
+def _standardized(name: str):
+    Xtr, ytr, Xte, yte, _ = load_dataset(name)
+    mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
+    sd[sd == 0] = 1.0
+    return (Xtr - mu) / sd, ytr, (Xte - mu) / sd, yte
+
+
+def _on_cluster(client, X: np.ndarray, y: np.ndarray):
+    """``(X, y)`` persisted on the workers in the row chunks daskauc cuts numpy input into."""
+    from distributed import wait
+
+    from daskauc import _config
+
+    rows = _config.chunk_rows_for(X.shape[1], X.dtype.itemsize, X.shape[0])
+    Xd, yd = client.persist([to_cluster(client, X, rows), to_cluster(client, y, rows)])
+    wait([Xd, yd])
+    return Xd, yd
+
+
+def defaults(client) -> list[dict]:
+    """Test AUC and seconds of every stochastic estimator's default fit against one chain."""
+    import daskauc
+    from daskauc.data import open_dataset
+    from daskauc.engine.stream import resolve_chains
+    from daskauc.metrics import roc_auc
+
+    rows = []
+    for name in DATASETS:
+        train, test = embeddings(name)
+        tr, te = open_dataset(train), open_dataset(test)
+        cases = [(p, "embedding", *preset_solver(p)) for p in PRESETS]
+        cases += [(f"{est}({', '.join(f'{k}={v!r}' for k, v in kw.items())})", "raw",
+                   getattr(daskauc, est), kw) for est, kw in LINEAR]
+        data = {"embedding": (tr.X.compute(), tr.y.compute(), te.X.compute(), te.y.compute()),
+                "raw": _standardized(name)}
+        for kind in ("embedding", "raw"):
+            Xn, yn, Xte, yte = data[kind]
+            X, y = _on_cluster(client, Xn, yn)
+            auto = resolve_chains("auto", X)
+            for label, k, cls, kw in cases:
+                if k != kind:
+                    continue
+                for seed in SEEDS:
+                    row = {"dataset": name, "estimator": label, "features": kind,
+                           "chunks": X.numblocks[0], "default chains": auto, "seed": seed}
+                    default_chains = cls().get_params()["n_chains"]
+                    for tag, chains in (("1 chain", 1), ("default", default_chains)):
+                        model, seconds = timed(cls(**kw, random_state=seed,
+                                                   n_chains=chains).fit, X, y)
+                        row[f"AUC {tag}"] = float(roc_auc(yte, Xte @ model.coef_))
+                        row[f"s {tag}"] = seconds
+                    row["default chains"] = auto if default_chains == "auto" else 1
+                    row["difference"] = row["AUC default"] - row["AUC 1 chain"]
+                    rows.append(row)
+                    print(rounded([row], 5)[0], flush=True)
+            del X, y
+    return rows
 
 
 def run_epochs(solver: str, params: dict, n_epochs: int, X, y, n_chains: int, Xte, yte,
@@ -82,7 +170,7 @@ def accuracy(client) -> list[dict]:
     from daskauc.data import open_dataset
 
     rows = []
-    for name in ("ijcnn1", "covtype"):
+    for name in DATASETS:
         train, test = embeddings(name)
         tr, te = open_dataset(train), open_dataset(test)
         X, y = client.persist([tr.X, tr.y])
@@ -99,36 +187,112 @@ def accuracy(client) -> list[dict]:
     return rows
 
 
+def speed_data(seed: int = 0):
+    """The speed benchmark's rows: ``SPEED_ROWS`` training and 60,000 test rows of
+    ``SPEED_FEATURES`` standard normal float32 features, labels of a linear score plus noise
+    (test AUC about 0.9)."""
+    rng = np.random.default_rng(seed)
+    n = SPEED_ROWS + 60_000
+    X = rng.standard_normal((n, SPEED_FEATURES), dtype=np.float32)
+    beta = rng.standard_normal(SPEED_FEATURES) / np.sqrt(SPEED_FEATURES)
+    y = np.where(X @ beta + 0.75 * rng.standard_normal(n) > 0.5, 1, -1).astype(np.int8)
+    return X[:SPEED_ROWS], y[:SPEED_ROWS], X[SPEED_ROWS:], y[SPEED_ROWS:]
+
+
+def _fit_record(model, seconds: float, Xte, yte) -> dict:
+    from daskauc.metrics import roc_auc
+
+    secs = [h["seconds"] for h in model.history_]
+    return {"first epoch s": secs[0], "s/epoch": float(np.median(secs[1:])), "fit s": seconds,
+            "test AUC": float(roc_auc(yte, Xte @ model.coef_)), "epochs": secs}
+
+
 def speed() -> list[dict]:
-    from distributed import Client, LocalCluster
+    """``PairwiseHingeSGD()`` (default arguments) on 1 and 2 single-threaded workers."""
+    from distributed import Client, LocalCluster, wait
 
+    from daskauc import PairwiseHingeSGD
     from daskauc.data import open_dataset
-    from daskauc.solvers.nsauc import pairwise_hinge_sgd
+    from daskauc.engine.stream import resolve_chains
 
-    train, _ = embeddings("covtype")
+    X, y, Xte, yte = speed_data()
+    emb, emb_te = embeddings("covtype")
+    te = open_dataset(emb_te)
+    Xte_emb, yte_emb = te.X.compute(), te.y.compute()
     rows = []
-    for pinned, workers, chains in ((False, 1, 1), (False, 2, 1), (False, 2, 2),
-                                    (True, 1, 1), (True, 2, 2)):
+    for pinned, workers in ((False, 1), (False, 2), (True, 1), (True, 2)):
         with LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit="9GiB",
                           dashboard_address=None) as cluster, Client(cluster) as client:
             if pinned:  # worker i (all its threads, read-ahead included) on core i only
                 for i, addr in enumerate(sorted(client.scheduler_info()["workers"])):
                     client.run(_pin_process, i, workers=[addr])
-            ds = open_dataset(train)
-            for mode in ("persisted", "streamed"):
-                X, y = (client.persist([ds.X, ds.y]) if mode == "persisted" else (ds.X, ds.y))
-                res = pairwise_hinge_sgd(X, y, lam=1e-8, n_epochs=4, n_chains=chains,
-                                         random_state=0)
-                secs = [h["seconds"] for h in res.history[1:]]  # the first warms the caches
-                rows.append({"cores": "one per worker" if pinned else "2 shared",
-                             "workers": workers, "chains": chains, "mode": mode,
-                             "s_per_epoch": float(np.median(secs)), "epochs": secs})
-                print(rows[-1], flush=True)
+            cases = [("240,000 x 512", "persisted", *_on_cluster(client, X, y), Xte, yte)]
+            if not pinned:
+                ds = open_dataset(emb)
+                cases.append(("covtype embedding", "persisted", *client.persist([ds.X, ds.y]),
+                              Xte_emb, yte_emb))
+                cases.append(("covtype embedding", "streamed", ds.X, ds.y, Xte_emb, yte_emb))
+            # the workers load the compiled kernels and warm their caches before any timing
+            PairwiseHingeSGD(n_epochs=2, random_state=0, n_chains=workers).fit(*cases[0][2:4])
+            for data, mode, Xd, yd, Xt, yt in cases:
+                if mode == "persisted":
+                    wait([Xd, yd])
+                settings = ["default"] + (["1"] if workers == 2 and not pinned else [])
+                for chains in settings:
+                    n_chains = "auto" if chains == "default" else int(chains)
+                    model, seconds = timed(PairwiseHingeSGD(random_state=0,
+                                                            n_chains=n_chains).fit, Xd, yd)
+                    rows.append({"data": data, "mode": mode,
+                                 "cores": "one per worker" if pinned else "2 shared",
+                                 "workers": workers, "n_chains": chains,
+                                 "chains": resolve_chains(n_chains, Xd),
+                                 **_fit_record(model, seconds, Xt, yt),
+                                 "load": os.getloadavg()[0]})
+                    print(rounded([rows[-1]], 4)[0], flush=True)
     for r in rows:
-        base = next(b for b in rows if b["workers"] == 1 and b["mode"] == r["mode"]
-                    and b["cores"] == r["cores"])
-        r["speedup"] = base["s_per_epoch"] / r["s_per_epoch"]
+        base = next(b for b in rows if b["workers"] == 1 and b["data"] == r["data"]
+                    and b["mode"] == r["mode"] and b["cores"] == r["cores"])
+        r["speedup s/epoch"] = base["s/epoch"] / r["s/epoch"]
+        r["speedup fit"] = base["fit s"] / r["fit s"]
     return rows
+
+
+def threads() -> list[dict]:
+    """The threaded scheduler (no cluster): default chains against one chain."""
+    import dask
+
+    from daskauc import PairwiseHingeSGD
+    from daskauc.data import open_dataset
+    from daskauc.engine.stream import resolve_chains
+
+    X, y, Xte, yte = speed_data()
+    train, test = embeddings("covtype")
+    tr, te = open_dataset(train), open_dataset(test)
+    cls, kw = preset_solver("NSAUC")
+    cases = [("240,000 x 512", "PairwiseHingeSGD()", PairwiseHingeSGD, {}, X, y, Xte, yte),
+             ("covtype embedding", "NSAUC's solver", cls, kw, tr.X.compute(), tr.y.compute(),
+              te.X.compute(), te.y.compute())]
+    rows = []
+    with dask.config.set(scheduler="threads"):
+        PairwiseHingeSGD(n_epochs=2, random_state=0, n_chains=2).fit(X[:50_000], y[:50_000])
+        for data, label, est, params, Xn, yn, Xt, yt in cases:
+            from daskauc._validation import as_row_chunked
+
+            auto = resolve_chains("auto", as_row_chunked(Xn, check_finite_values=False))
+            for chains in ("default", "1"):
+                n_chains = "auto" if chains == "default" else 1
+                model, seconds = timed(est(**params, random_state=0, n_chains=n_chains).fit,
+                                       Xn, yn)
+                rows.append({"data": data, "estimator": label, "n_chains": chains,
+                             "chains": auto if chains == "default" else 1,
+                             **_fit_record(model, seconds, Xt, yt),
+                             "load": os.getloadavg()[0]})
+                print(rounded([rows[-1]], 4)[0], flush=True)
+    return rows
+
+
+def _table(rows: list[dict], columns: list[str] | None = None) -> str:
+    return md_table(rows, columns) if rows else "(not run)"
 
 
 def _pin_process(core: int) -> None:
@@ -137,39 +301,27 @@ def _pin_process(core: int) -> None:
         os.sched_setaffinity(int(tid), {core})
 
 
-def read_times(store: str, repeat: int = 3) -> dict:
-    """Seconds to read every chunk of the store's X once, in one process (cached files): the
-    raw floor (``readinto`` a preallocated buffer), daskauc's reader (a new array per chunk,
-    CRC32C checked) and Zarr's own read path; best of ``repeat``."""
-    import zarr
-
-    from daskauc._dataset import CheckedZarrArray
-
-    z = zarr.open_group(store, mode="r")["X"]
-    cr, n = z.chunks[0], z.shape[0]
-    files = [os.path.join(store, "X", "c", str(i), "0") for i in range(-(-n // cr))]
-    buf = bytearray(os.path.getsize(files[0]))
-    checked = CheckedZarrArray(z, "X")
-
-    def raw():
-        for f in files:
-            with open(f, "rb", buffering=0) as fh:
-                fh.readinto(buf)
-
-    out = {}
-    for name, fn in (("raw_readinto", raw),
-                     ("daskauc_reader", lambda: [checked[i:i + cr, :] for i in range(0, n, cr)]),
-                     ("zarr", lambda: [z[i:i + cr] for i in range(0, n, cr)])):
-        out[name] = best_of(fn, repeat)[0]
-    return out
-
-
-def report(acc: list[dict], spd: list[dict], reads: dict | None, out: str) -> None:
+def report(dflt: list[dict], acc: list[dict], spd: list[dict], thr: list[dict],
+           out: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    summary = []
+    for name in DATASETS:
+        for label in dict.fromkeys(r["estimator"] for r in dflt if r["dataset"] == name):
+            runs = [r for r in dflt if r["dataset"] == name and r["estimator"] == label]
+            diffs = [r["difference"] for r in runs]
+            summary.append({
+                "dataset": name, "estimator": label, "features": runs[0]["features"],
+                "chunks": runs[0]["chunks"], "default chains": runs[0]["default chains"],
+                **{f"AUC 1 chain (seed {r['seed']})": f"{r['AUC 1 chain']:.5f}" for r in runs},
+                **{f"default - 1 chain (seed {r['seed']})": f"{r['difference']:+.5f}"
+                   for r in runs},
+                "mean difference": f"{np.mean(diffs):+.5f}",
+                "s 1 chain": round(float(np.mean([r["s 1 chain"] for r in runs])), 1),
+                "s default": round(float(np.mean([r["s default"] for r in runs])), 1)})
     table = []
     for r in acc:
         one = next(o for o in acc if o["dataset"] == r["dataset"] and o["solver"] == r["solver"]
@@ -180,7 +332,7 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None, out: str) -> No
                       "minus 1 chain": f"{r['auc'] - one['auc']:+.5f}",
                       "s/epoch": round(r["s_per_epoch"], 2)})
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
-    for i, name in enumerate(("ijcnn1", "covtype")):
+    for i, name in enumerate(DATASETS):
         for j, label in enumerate(SOLVERS):
             ax = axes[i, j]
             for r in acc:
@@ -193,67 +345,71 @@ def report(acc: list[dict], spd: list[dict], reads: dict | None, out: str) -> No
             ax.set_ylabel("test AUC")
             ax.legend()
     fig.tight_layout()
+    cols = ["data", "mode", "cores", "workers", "n_chains", "chains", "first epoch s",
+            "s/epoch", "fit s", "speedup s/epoch", "speedup fit", "test AUC", "load"]
+    tcols = ["data", "estimator", "n_chains", "chains", "first epoch s", "s/epoch", "fit s",
+             "test AUC", "load"]
     md = ["# Data-parallel stochastic epochs", "",
-          "`python -m benchmarks.chains`: standardized features, k-means Nystroem with 1,600 "
-          "landmarks, gamma = 1/b; NSAUC lam = 1e-8, SPAM lam = 1e-6 eta = 1, OAM C = 2^-6 "
-          "averaged (NOAM's setting); random_state 0; chains combined at the end of every epoch "
-          "or after every 2 chunks of each chain (sync_every=2) (docs: "
-          "daskauc.engine.chains). Accuracy runs on a LocalCluster of 2 workers x 1 thread "
-          "with the embedding persisted (chains placed where their chunks are). Load average "
-          f"at the end: {os.getloadavg()[0]:.2f}.", "",
-          "## Test AUC with 1, 2 and 4 chains", "", md_table(table), "",
-          "![convergence](chains.png)", "",
-          "## NSAUC epoch over covtype's embedding (464,810 x 1,600 float32), 1 and 2 workers",
-          "", "Median of epochs 2-4 (the first warms caches and the eta0 search is outside the "
-          "epochs). Cores: the machine's 2 cores shared by all processes, or each worker "
-          "process pinned to a core of its own (its read-ahead thread included), so that one "
-          "worker cannot borrow the second worker's core: the fair measure of adding a "
-          "worker.", "",
-          md_table(rounded(spd, 3, drop=("epochs",))), ""]
-    if reads:
-        md += ["Reading the embedding's chunks once in one process (cached files, best of 3): "
-               + ", ".join(f"{k} {v:.2f} s" for k, v in reads.items()) + ".", ""]
-        for r in spd:
-            if r["mode"] == "streamed":
-                base = next(b for b in spd if b["mode"] == "persisted"
-                            and b["workers"] == r["workers"] and b["chains"] == r["chains"]
-                            and b["cores"] == r["cores"])
-                share = reads["raw_readinto"] / max(1, r["chains"])
-                ratio = r["s_per_epoch"] / (base["s_per_epoch"] + share)
-                md.append(f"- {r['workers']} worker(s), {r['chains']} chain(s), cores "
-                          f"{r['cores']}: streamed "
-                          f"{r['s_per_epoch']:.3f} s = {ratio:.2f} x (persisted "
-                          f"{base['s_per_epoch']:.3f} s + raw read {share:.3f} s per chain)")
-        md.append("")
-    write_results("chains", {"accuracy": acc, "speed": spd, "reads": reads}, "\n".join(md),
-                  figure=fig, out=out)
+          f"`{command('benchmarks.chains')}`. How parallel chains are combined: "
+          "`daskauc.engine.chains` (each chain stands for the sequential run: its steps scaled "
+          "to its share of the round in its first round, then the sequential steps plus the "
+          "other chains' move of the last round; iterates mixed; the first epoch of a fit is "
+          "one chain). Load average (1 min) at the end: "
+          f"{os.getloadavg()[0]:.2f}; each row records the load at its end.", "",
+          "## Default estimators: `n_chains=\"auto\"` against one chain", "",
+          "Every stochastic estimator with its defaults, random_state 0 and 1: the presets' "
+          "solvers with the presets' settings on the 1,600-landmark k-means Nystroem "
+          "embedding (standardized features, gamma = 1/b), the linear estimators on the "
+          "standardized raw features; a LocalCluster of 2 workers x 1 thread, the rows "
+          "persisted in daskauc's default chunks (about 64 MiB). \"default chains\" is what "
+          "`n_chains=\"auto\"` resolves to there (1: one chunk, or SPDAM's default of 1).", "",
+          _table(summary), "",
+          "## Fixed settings with 1, 2 and 4 chains", "",
+          "NSAUC lam = 1e-8, SPAM lam = 1e-6 eta = 1, OAM C = 2^-6 averaged (NOAM's setting) "
+          "on the embeddings, random_state 0; chains combined at the end of every epoch or "
+          "after every 2 chunks of each chain (sync_every=2); each epoch a call continuing "
+          "the state (the first epoch of a fit is one chain).", "",
+          _table(table), "", "![convergence](chains.png)", "",
+          "## Speed on 2 workers: `PairwiseHingeSGD()`, default arguments", "",
+          f"A persisted {SPEED_ROWS:,} x {SPEED_FEATURES} float32 array (standard normal "
+          "features, labels of a linear score and noise; 8 chunks of 32,768 rows) and "
+          "covtype's embedding (464,810 x 1,593 float32, 47 chunks), persisted or streamed "
+          "from its store. LocalCluster of 1 or 2 workers x 1 thread; the machine's 2 cores "
+          "shared by all processes, or each worker pinned to a core of its own. s/epoch: "
+          "median of epochs 2-5 (the parallel ones; the first epoch of a fit is one chain); "
+          "fit s: the whole fit (eta0 search, 5 epochs, calibration).", "",
+          _table(rounded(spd, 3, drop=("epochs",)), cols), "",
+          "## Threads (no cluster): default against one chain", "",
+          "The threaded scheduler on this machine's 2 cores, numpy input.", "",
+          _table(rounded(thr, 4, drop=("epochs",)), tcols), ""]
+    write_results("chains", {"defaults": dflt, "accuracy": acc, "speed": spd, "threads": thr},
+                  "\n".join(md), figure=fig, out=out)
 
 
 def main(argv=None) -> int:
     ap = Parser(__doc__, seed=None)  # random_state 0 throughout, as the cached embeddings
-    ap.add_argument("--skip-speed", action="store_true",
-                    help="keep the speed rows of the last run (in --out)")
-    ap.add_argument("--skip-accuracy", action="store_true",
-                    help="keep the accuracy rows of the last run (in --out)")
+    for part in ("defaults", "accuracy", "speed", "threads"):
+        ap.add_argument(f"--skip-{part}", action="store_true",
+                        help=f"keep the {part} rows of the last run (in --out)")
     args = ap.parse_args(argv)
     from distributed import Client, LocalCluster
 
     os.makedirs(OUT, exist_ok=True)
+    results = {}
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="10GiB",
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        for name in ("ijcnn1", "covtype"):
+        for name in DATASETS:
             embeddings(name)
-        acc = [] if args.skip_accuracy else accuracy(client)
-    spd = [] if args.skip_speed else speed()
-    reads = None if args.skip_speed else read_times(embeddings("covtype")[0])
-    if args.skip_accuracy or args.skip_speed:  # keep the rows of the last run of the other
+        results["defaults"] = None if args.skip_defaults else defaults(client)
+        results["accuracy"] = None if args.skip_accuracy else accuracy(client)
+    results["speed"] = None if args.skip_speed else speed()
+    results["threads"] = None if args.skip_threads else threads()
+    if any(v is None for v in results.values()):  # keep the rows of the last run
         with open(os.path.join(args.out, "chains.json")) as f:
             last = json.load(f)["results"]
-        if args.skip_accuracy:
-            acc = last["accuracy"]
-        if args.skip_speed:
-            spd, reads = last["speed"], last["reads"]
-    report(acc, spd, reads, args.out)
+        results = {k: last.get(k, []) if v is None else v for k, v in results.items()}
+    report(results["defaults"], results["accuracy"], results["speed"], results["threads"],
+           args.out)
     return 0
 
 

@@ -10,14 +10,23 @@ from __future__ import annotations
 import re
 import textwrap
 
+#: how the solvers that stand their chains for the sequential run combine them (the
+#: ``combine`` field of ``n_chains``)
+CHAIN_FRAME = (
+    "each chain's steps stand for its share of the sequential run (scaled to it in the first "
+    "round, then the sequential steps plus the other chains' expected move), the chains' "
+    "iterates are mixed by steps")
+
 #: name -> (the numpydoc header line, the description's text)
 PARAMETERS = {
     "n_chains": (
-        'n_chains : int >= 1 or "auto", default 1',
-        'Chains run in parallel over shares of the chunks each epoch (one per worker for '
-        '"auto"), combined at the end of every epoch (:mod:`daskauc.engine.chains`{combine}). '
+        'n_chains : int >= 1 or "auto", default {default}',
+        'Chains run in parallel over shares of the chunks each epoch, combined at the end of '
+        'every epoch (:mod:`daskauc.engine.chains`{combine}). "auto" is one chain per worker '
+        'thread of the current scheduler, or fewer where more do not pay: data in one chunk, '
+        'or too small for the cost of combining them (:func:`daskauc.engine.cost.chain_count`). '
         '1 is the sequential algorithm, bit for bit; more chains use more workers and give a '
-        'close, not identical, result.'),
+        'close, not identical, result.{note}'),
     "sync_every": (
         "sync_every : int or None, default None",
         "With several chains, combine them after every ``sync_every`` chunks of each chain "
@@ -47,7 +56,7 @@ def filled(doc: str, **fields) -> str:
             continue
         indent = match.group(1)
         head, text = PARAMETERS[match.group(2)]
-        out.append(indent + head)
+        out.append(indent + head.format(**fields))
         # an inline literal is never broken across lines
         text = _LITERAL.sub(lambda m: m.group(0).replace(" ", "\0"), text.format(**fields))
         out.extend(line.replace("\0", " ") for line in textwrap.wrap(

@@ -288,7 +288,12 @@ def _decode_state(tree, group: zarr.Group, at: str):
         if cls is None or not isinstance(fields, dict):
             raise ModelFileError(f"{at}: unknown solver state {tree['__state__']!r}")
         names = {f.name for f in dataclasses.fields(cls)}
-        if set(fields) != names:
+        # fields added since a file was written have defaults (the clock and velocity of
+        # parallel chains): a file without them loads with those
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING}
+        if not required <= set(fields) <= names:
             raise ModelFileError(f"{at}: {cls.__name__} fields {sorted(fields)} are not "
                                  f"{sorted(names)}")
         return cls(**{k: _decode_state(v, group, at) for k, v in fields.items()})

@@ -1,6 +1,8 @@
 """Data-parallel stochastic epochs: the combinations of chain states against their oracles
 (exact averages, uniform reservoirs), the graph they build, and fits with several chains."""
 
+from dataclasses import replace
+
 import dask
 import dask.array as da
 import numpy as np
@@ -123,9 +125,58 @@ def test_n_chains_values():
     assert resolve_chains(3) == 3
     with dask.config.set(num_workers=5):
         assert resolve_chains("auto") == 5
+    with dask.config.set(scheduler="sync", num_workers=5):
+        assert resolve_chains("auto") == 1
     for bad in (0, -1, 1.5, "all", True):
         with pytest.raises(ValueError, match="n_chains"):
             resolve_chains(bad)
+
+
+def test_auto_chains_follow_the_cost_model():
+    """"auto" with the data: one chain per worker thread where an epoch's steps outweigh a
+    round's merge (daskauc.engine.cost.chain_count), at most one per chunk, none for one
+    chunk or for chunks too small; the largest share decides (3 chunks on 2 chains: 2)."""
+    from daskauc.engine.cost import CHAIN_ROUND_SECONDS, STEP_BYTES_PER_SECOND, chain_count
+
+    big = int(STEP_BYTES_PER_SECOND * 0.05)  # bytes of a chunk whose steps take 50 ms
+    assert chain_count([big], 1, 8, distributed=True) == 1
+    assert chain_count([big] * 8, 1, 1, distributed=True) == 1
+    assert chain_count([big] * 8, 1, 2, distributed=True) == 2
+    assert chain_count([big] * 3, 1, 8, distributed=False) == 3
+    assert chain_count([big] * 8, 1, 16, distributed=True) == 8
+    # 5 chunks on 4 threads: 3 chains take the time of 4 (the largest share is 2 chunks)
+    assert chain_count([big] * 5, 1, 4, distributed=False) == 3
+    tiny = int(STEP_BYTES_PER_SECOND * CHAIN_ROUND_SECONDS["distributed"] / 4)
+    assert chain_count([tiny] * 2, 1, 2, distributed=True) == 1
+    assert chain_count([tiny] * 2, 1, 2, distributed=False) == 2
+    X = da.zeros((8000, 10), chunks=(1000, 10))
+    with dask.config.set(scheduler="threads", num_workers=2):
+        assert resolve_chains("auto", X) == chain_count([1000] * 8, 80, 2, distributed=False)
+        assert resolve_chains("auto", X.rechunk((8000, 10))) == 1
+
+
+def test_each_chain_gets_its_stride():
+    """With ``strides``, each chain's step gets the rows of the round over its rows (8
+    chunks of 1, 2, ... 8 rows on 3 chains); one chain gets none."""
+    sizes = (1, 2, 3, 4, 5, 6, 7, 8)
+    X = da.from_array(np.arange(36.0).reshape(36, 1), chunks=(sizes, 1))
+    y = da.from_array(np.ones(36, np.int8), chunks=(sizes,))
+    order = list(range(8))
+
+    def step(Xb, yb, state, seed, extra, stride=None):
+        return [*state, (len(yb), stride)]
+
+    def merge(start, finals, seed):
+        return finals
+
+    (finals,) = dask.compute(epoch_graph(step, X, y, [], solver="t", order=order, n_chains=3,
+                                         merge=merge, strides=True), scheduler="sync")
+    for f in finals:
+        rows = sum(n for n, _ in f)
+        assert {s for _, s in f} == {36 / rows}
+    (one,) = dask.compute(epoch_graph(step, X, y, [], solver="t", order=order, strides=True),
+                          scheduler="sync")
+    assert {s for _, s in one} == {None}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,24 +202,40 @@ def _blocks(X, Xn, yn):
     return [(Xn[b[c]:b[c + 1]], yn[b[c]:b[c + 1]]) for c in range(len(b) - 1)]
 
 
-def _chains_by_hand(step, blocks, state, K, params, *, positions=None, per_chunk=None):
+def _chains_by_hand(step, blocks, state, K, params, *, positions=None, per_chunk=None,
+                    strides=False):
     """One round's K chains as epoch_graph builds them: chain k applies ``step`` from
     ``state`` to visits k, k + K, ... of ``positions`` (default the whole epoch) in the order
-    of ``epoch_plan``, each visit with its own seed. Returns the finals and each chain's
-    ``(seed, chunk)`` visits."""
+    of ``epoch_plan``, each visit with its own seed, and with ``strides`` (K > 1) the stride
+    ``rows of the round / rows of the chain``. Returns the finals and each chain's
+    ``(seed, chunk)`` visits and the chains' parameters."""
     order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, len(blocks))
     positions = list(range(len(order)) if positions is None else positions)
-    finals, visits = [], []
-    for k in range(K):
+    shares = [positions[k::K] for k in range(K)]
+    rows = [sum(len(blocks[int(order[v])][1]) for v in share) for share in shares]
+    finals, visits, chain_params = [], [], []
+    for share, n_rows in zip(shares, rows, strict=True):
+        p = dict(params, stride=sum(rows) / n_rows) if strides and K > 1 else params
         s, mine = state, []
-        for v in positions[k::K]:
+        for v in share:
             c = int(order[v])
             s = step(*blocks[c], s, seeds[v], None if per_chunk is None else per_chunk[c],
-                     **params)
+                     **p)
             mine.append((seeds[v], c))
         finals.append(s)
         visits.append(mine)
-    return finals, visits
+        chain_params.append(p)
+    return finals, visits, chain_params
+
+
+def _check_frame(start, finals, merged, steps, point, clock):
+    """A merge of chains that stand for the sequential run (daskauc.engine.chains): the
+    iterate ``point(state)`` is np.average of the chains' by steps, the clock likewise, and
+    the velocity the merged move of the iterate per step of the clock."""
+    _close(point(merged), _mixed(point(start), [point(f) for f in finals], steps))
+    c = float(np.average([clock(f) for f in finals], weights=np.asarray(steps, float)))
+    assert merged.clock == pytest.approx(c, rel=1e-15)
+    _close(merged.velocity, (point(merged) - point(start)) / (c - clock(start)))
 
 
 def _mixed(start, finals, steps):
@@ -203,57 +270,84 @@ def _each_row(step, blocks, visits, state, params, draws, record):
 
 @pytest.mark.parametrize("kw", [{"penalty": "projection", "variant": "authors"},
                                 {"penalty": "l2", "lam": 1e-2}])
-def test_solam_chains_mix_the_saddle_point_and_merge_every_average_exactly(kw):
-    """K = 3 chains (unequal shares: 3, 3, 2 chunks), two epochs. Oracle: every iterate
-    ``(w, a, b, alpha)`` each chain started a step from, with its ``gamma_t``, recorded row by
-    row; the merged gamma-weighted averages must be ``sum gamma v / sum gamma`` over all of
-    them (both epochs, all chains), the iterate the steps-weighted np.average of the chains'.
-    (The authors' variant projects a, b, alpha onto boxes that do not depend on kappa, so a
-    row-by-row run is the chunk run; the paper variant's kappa-boxes are covered by the fits.)
+def test_solam_chains_stand_for_the_sequential_run_and_merge_every_average_exactly(kw):
+    """A first epoch (one chain), then two of K = 3 chains (unequal shares: 3, 3, 2 chunks,
+    strides 8/3 and 4): the first without a velocity (steps scaled by the stride), the second
+    with the first's. Oracle: every iterate ``(w, a, b, alpha)`` a step started from, with
+    the sequential run's ``gamma = zeta / sqrt(clock)``, recorded row by row; the merged
+    gamma-weighted averages must be ``sum gamma v / sum gamma`` over all of them (all epochs,
+    all chains), the iterate and the clock the steps-weighted np.average of the chains', the
+    velocity the merged move per step of the clock. (The authors' variant projects a, b,
+    alpha onto boxes that do not depend on kappa, so a row-by-row run is the chunk run; the
+    paper variant's kappa-boxes are covered by the fits.)
     """
     from daskauc.engine.stream import seed_root
     from daskauc.solvers._ls_epochs import row_order
     from daskauc.solvers.solam import _solam_step, solam
 
     X, y, Xn, yn = _small()
-    # the largest row in a chunk of chain 1 in epoch 1: the merged kappa must take it from there
-    order, _ = epoch_plan(*seed_root(0), 0, 8)
+    # the largest row in a chunk of chain 1 in epoch 2: the merged kappa must take it from there
+    order, _ = epoch_plan(*seed_root(0), 1, 8)
     big = int(order[1]) * 250
     Xn[big] *= 1.5 * np.sqrt((Xn ** 2).sum(axis=1).max()) / np.linalg.norm(Xn[big])
     X = da.from_array(Xn, chunks=X.chunks)
     blocks = _blocks(X, Xn, yn)
     kw = dict(zeta=0.5, R=10.0, **kw)
-    params = {"zeta": 0.5, "R": 10.0, "kappa": None, "lam": kw.get("lam", 0.0),
-              "mode": 2 if kw["penalty"] == "l2" else 1}
+    params = {"zeta": 0.5, "R": 10.0, "kappa": None,
+              "lam": kw.get("lam", 0.0), "mode": 2 if kw["penalty"] == "l2" else 1}
     state = solam(X, y, n_epochs=0, random_state=0, **kw).state
     gammas, iterates = [], []
 
     def record(before, after):
-        gammas.append(0.5 / np.sqrt(after.t))
+        gammas.append(0.5 / np.sqrt(after.t if after.clock is None else after.clock))
         iterates.append(np.concatenate([before.w, before.scal[:3]]))
 
     with dask.config.set(scheduler="threads"):
+        (first,), visits, _ = _chains_by_hand(_solam_step, blocks, state, 1, params)
+        one = solam(X, y, n_epochs=1, state=state, n_chains=3, **kw).state  # one chain
+        _close(one.w, first.w, 1e-13)
+        assert one.velocity is None and one.clock is None
+        _each_row(_solam_step, blocks, visits[0], state, params, row_order, record)
+        state = one
         for _ in range(2):
-            finals, visits = _chains_by_hand(_solam_step, blocks, state, 3, params)
-            for f, v in zip(finals, visits, strict=True):
-                again = _each_row(_solam_step, blocks, v, state, params,
-                                  lambda s, m: row_order(s, m), record)
+            velocity = state.velocity
+            finals, visits, chain_params = _chains_by_hand(_solam_step, blocks, state, 3,
+                                                           params, strides=True)
+            assert sorted(p["stride"] for p in chain_params) == [8 / 3, 8 / 3, 4]
+            for f, v, p in zip(finals, visits, chain_params, strict=True):
+                again = _each_row(_solam_step, blocks, v, state, p, row_order, record)
                 _close(again.w, f.w, 1e-13)
                 _close(again.scal, f.scal, 1e-13)
             merged = solam(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
             steps = [f.t - state.t for f in finals]
-            _close(merged.w, _mixed(state.w, [f.w for f in finals], steps))
-            _close(merged.scal[:3], _mixed(state.scal[:3], [f.scal[:3] for f in finals], steps))
+            _check_frame(state, finals, merged, steps,
+                         lambda s: np.concatenate([s.w, s.scal[:3]]),
+                         lambda s: s.t if s.clock is None else s.clock)
             g = np.asarray(gammas)
             avg = (g[:, None] * np.asarray(iterates)).sum(axis=0) / g.sum()
             _close(merged.wbar, avg[:-3])
             _close(merged.scal[3:6], avg[-3:])
             _close(merged.scal[6], g.sum())
-            # every row was seen by some chain: kappa is the largest row norm
-            assert merged.kappa == pytest.approx(np.sqrt((Xn ** 2).sum(axis=1).max()),
-                                                 rel=1e-14)
+            assert (velocity is None) == (state is one)  # the second round drifts
             state = merged
-    assert merged.t == 2 * len(yn) and merged.scal[7] == 2 * np.count_nonzero(yn > 0)
+    assert merged.t == 3 * len(yn) and merged.scal[7] == 3 * np.count_nonzero(yn > 0)
+
+
+def test_solam_chains_take_kappa_from_every_chain():
+    """The paper variant's running largest row norm: every row was seen by some chain, so
+    the merged kappa is the largest row norm, wherever it was."""
+    from daskauc.engine.stream import seed_root
+    from daskauc.solvers.solam import solam
+
+    X, y, Xn, yn = _small()
+    order, _ = epoch_plan(*seed_root(0), 1, 8)
+    big = int(order[1]) * 250  # in a chunk of chain 1 in the (parallel) second epoch
+    Xn[big] *= 1.5 * np.sqrt((Xn ** 2).sum(axis=1).max()) / np.linalg.norm(Xn[big])
+    X = da.from_array(Xn, chunks=X.chunks)
+    with dask.config.set(scheduler="threads"):
+        first = solam(X[:1250], y[:1250], zeta=0.5, n_epochs=1, random_state=0).state
+        merged = solam(X, y, zeta=0.5, n_epochs=1, state=first, n_chains=3).state
+    assert merged.kappa == pytest.approx(np.sqrt((Xn ** 2).sum(axis=1).max()), rel=1e-14)
 
 
 def test_spdam_chains_keep_each_chunks_duals_and_add_u_exactly():
@@ -269,7 +363,7 @@ def test_spdam_chains_keep_each_chunks_duals_and_add_u_exactly():
     with dask.config.set(scheduler="threads"):
         state = spdam(X, y, lam=1e-2, batch_size=4, n_epochs=1, random_state=0,
                       n_chains=3).state
-        finals, visits = _chains_by_hand(_spdam_step, blocks, state, 3, {},
+        finals, visits, _ = _chains_by_hand(_spdam_step, blocks, state, 3, {},
                                          per_chunk=list(range(len(blocks))))
         merged = spdam(X, y, lam=1e-2, batch_size=4, n_epochs=1, state=state,
                        n_chains=3).state
@@ -302,7 +396,7 @@ def test_opauc_chains_add_their_statistics_exactly_over_rounds():
     params = {"eta": 2.0**-6, "lam": 1e-3}
     state = opauc(X, y, n_epochs=0, random_state=0).state
     for r0 in (0, 4):  # rounds of K * sync_every = 4 visits
-        finals, _ = _chains_by_hand(_opauc_step, blocks, state, 2, params,
+        finals, _, _ = _chains_by_hand(_opauc_step, blocks, state, 2, params,
                                     positions=range(r0, r0 + 4))
         steps = [f.steps - state.steps for f in finals]
         state = replace(finals[0], w=_mixed(state.w, [f.w for f in finals], steps),
@@ -323,29 +417,54 @@ def test_opauc_chains_add_their_statistics_exactly_over_rounds():
         np.testing.assert_array_equal(got.counts, [len(N), len(P)])
 
 
-def test_twopass_chains_mix_by_steps_and_keep_the_means():
-    """K = 3 chains (3, 3, 2 chunks: unequal weights), one epoch from a 3-chain epoch's state.
-    Oracle: np.average of the hand-run chains' iterates by steps; t the rows of two epochs."""
+@pytest.mark.parametrize("solver", ["twopass", "spam"])
+def test_twopass_and_spam_chains_stand_for_the_sequential_run(solver):
+    """K = 3 chains (3, 3, 2 chunks: unequal weights), two epochs after a first one (one
+    chain): the first without a velocity, the second with the first's. Oracle: the hand-run
+    chains (the step with each chain's stride) bit for bit, their iterates and clocks mixed by
+    steps (np.average), the velocity the merged move per step of the clock; SPAM's average
+    recomputed from every iterate (uniform, over every row of all epochs); t the rows of three
+    epochs, the means the start's."""
+    from daskauc.solvers.spam import _spam_step, spam
     from daskauc.solvers.twopass import _twopass_step, twopass_auc
 
     X, y, Xn, yn = _small()
     blocks = _blocks(X, Xn, yn)
-    kw = {"lam": 1e-3, "eta": 0.05, "schedule": "invsqrt"}
+    if solver == "twopass":
+        kw = {"lam": 1e-3, "eta": 0.05, "schedule": "invsqrt"}
+        fit, step, params = twopass_auc, _twopass_step, kw
+    else:
+        kw, fit, step = {"lam": 1e-3, "eta": 0.05}, spam, _spam_step
+        params = {"lam": 1e-3, "l1": 0.0, "eta": 0.05, "schedule": "invsqrt"}
+    iterates = []
     with dask.config.set(scheduler="threads"):
-        state = twopass_auc(X, y, n_epochs=1, random_state=0, n_chains=3, **kw).state
-        finals, _ = _chains_by_hand(_twopass_step, blocks, state, 3, kw)
-        merged = twopass_auc(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
-    steps = [f.t - state.t for f in finals]
-    assert sorted(steps) == [500, 750, 750] and merged.t == 2 * len(yn)
-    _close(merged.w, _mixed(state.w, [f.w for f in finals], steps))
-    _same_means(merged.means, state.means)
+        state = fit(X, y, n_epochs=1, random_state=0, n_chains=3, **kw).state
+        assert state.clock is None and state.velocity is None  # the first epoch: one chain
+        if solver == "spam":
+            iterates.append(state.wbar * state.t)  # the sum of the first epoch's iterates
+        for _ in range(2):
+            finals, visits, chain_params = _chains_by_hand(step, blocks, state, 3, params,
+                                                           strides=True)
+            merged = fit(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
+            steps = [f.t - state.t for f in finals]
+            assert sorted(steps) == [500, 750, 750]
+            _check_frame(state, finals, merged, steps, lambda s: s.w,
+                         lambda s: s.t if s.clock is None else s.clock)
+            _same_means(merged.means, state.means)
+            if solver == "spam":  # each chain's own iterates: its average's increment
+                iterates += [f.wbar * f.t - state.wbar * state.t for f in finals]
+                _close(merged.wbar, np.sum(iterates, axis=0) / merged.t)
+            state = merged
+    assert merged.t == 3 * len(yn)
 
 
 @pytest.mark.parametrize("loss", ["exp", "square"])
-def test_univariate_chains_mix_w_and_b_and_merge_the_averages_exactly(loss):
-    """K = 3 chains, two epochs. Oracle: every iterate ``(w, b)`` after each step, recorded
-    row by row; the merged ``wbar``, ``bbar`` must be their plain mean over both epochs and
-    all chains, ``(w, b)`` the steps-weighted np.average of the chains'."""
+def test_univariate_chains_stand_for_the_sequential_run_and_merge_the_averages_exactly(loss):
+    """A first epoch (one chain), then two of K = 3 chains. Oracle: every iterate ``(w, b)``
+    after each step, recorded row by row with each chain's stride; the merged ``wbar``,
+    ``bbar`` must be their plain mean over all epochs and chains, ``(w, b)`` and the clock
+    the steps-weighted np.average of the chains', the velocity their merged move per step of
+    the clock."""
     from daskauc.solvers.univariate import _univariate_step, univariate_draws, univariate_sgd
 
     X, y, Xn, yn = _small()
@@ -359,41 +478,51 @@ def test_univariate_chains_mix_w_and_b_and_merge_the_averages_exactly(loss):
     def record(before, after):
         iterates.append(np.append(after.w, after.offset[0]))
 
+    def draws(s, m):
+        return univariate_draws(s, m, True)
+
     with dask.config.set(scheduler="threads"):
+        (first,), visits, _ = _chains_by_hand(_univariate_step, blocks, state, 1, params)
+        _each_row(_univariate_step, blocks, visits[0], state, params, draws, record)
+        state = univariate_sgd(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
+        _close(state.w, first.w, 1e-13)
         for _ in range(2):
-            finals, visits = _chains_by_hand(_univariate_step, blocks, state, 3, params)
-            for f, v in zip(finals, visits, strict=True):
-                again = _each_row(_univariate_step, blocks, v, state, params,
-                                  lambda s, m: univariate_draws(s, m, True), record)
+            finals, visits, chain_params = _chains_by_hand(_univariate_step, blocks, state, 3,
+                                                           params, strides=True)
+            for f, v, p in zip(finals, visits, chain_params, strict=True):
+                again = _each_row(_univariate_step, blocks, v, state, p, draws, record)
                 _close(again.w, f.w, 1e-13)
             merged = univariate_sgd(X, y, n_epochs=1, state=state, n_chains=3, **kw).state
             steps = [int(f.counts[0] - state.counts[0]) for f in finals]
-            _close(merged.w, _mixed(state.w, [f.w for f in finals], steps))
-            _close(merged.offset[0], _mixed(state.offset[0], [f.offset[0] for f in finals],
-                                            steps))
+            _check_frame(state, finals, merged, steps, lambda s: np.append(s.w, s.offset[0]),
+                         lambda s: s.counts[0] if s.clock is None else s.clock)
             avg = np.mean(iterates, axis=0)
             _close(merged.wbar, avg[:-1])
             _close(merged.offset[1], avg[-1])
             state = merged
-    np.testing.assert_array_equal(merged.counts, [2 * len(yn), 2 * np.count_nonzero(yn > 0)])
+    np.testing.assert_array_equal(merged.counts, [3 * len(yn), 3 * np.count_nonzero(yn > 0)])
 
 
-def _hinge_chain(blocks, state, visits, lam, t0):
-    """NSVMSGD2 (rskip = 1, no averaging) in plain Python over a chain's visits, with the
-    draws of ``_nsauc_step`` (rows of the chunk and of the window of chunks before);
-    returns the final ``w`` and every step's ``x_i - x_j`` (None where the margin held, no
-    subgradient)."""
+def _hinge_chain(blocks, state, visits, lam, t0, stride=1.0):
+    """NSAUC's iterate (rskip = 1, no averaging) in plain Python over a chain's visits, with
+    the draws of ``_nsauc_step`` (rows of the chunk and of the window of chunks before) and
+    the chain's frame (daskauc.engine.chains.chain_frame: steps ``stride`` times the
+    sequential ones without a velocity, else the sequential steps and a drift of
+    ``(stride - 1) velocity`` per step); returns the final ``w`` and clock and every step's
+    ``x_i - x_j`` (None where the margin held, no subgradient)."""
     from daskauc.solvers.nsauc import draw_pairs, pair_rate, sample_partners, window_size
 
-    w, t, met = state.w.copy(), state.t, []
+    gain = stride if state.velocity is None else 1.0
+    drift = 0.0 if state.velocity is None else (stride - 1.0) * state.velocity
+    w, c, met = state.w.copy(), state.t if state.clock is None else state.clock, []
     C = len(blocks)
     rate = pair_rate(np.array([[np.sum(yb < 0), np.sum(yb > 0)] for _, yb in blocks]))
     window = list(zip(state.partners, state.partners_chunk, state.partners_of, strict=True))
-    for seed, c in visits:
-        Xb, yb = blocks[c]
+    for seed, k in visits:
+        Xb, yb = blocks[k]
         pos, neg = np.flatnonzero(yb > 0), np.flatnonzero(yb < 0)
         rng = np.random.default_rng(seed)
-        entries = [(e, of) for e, k, of in window if k != c]
+        entries = [(e, of) for e, j, of in window if j != k]
         ri, rj = draw_pairs(rng, pos.size, neg.size,
                             [(len(pp), len(pn), *of) for (pp, pn), of in entries],
                             rate=rate, n_chunks=C)
@@ -402,27 +531,32 @@ def _hinge_chain(blocks, state, visits, lam, t0):
         for i, j in zip(ri, rj, strict=True):
             d = ((Xb[pos[i]] if i >= 0 else partners[-1 - i])
                  - (Xb[neg[j]] if j >= 0 else partners[-1 - j]))
-            t += 1
+            c += stride
             met.append(d if w @ d < 1 else None)
             if met[-1] is not None:
-                w = w + d / (lam * (t + t0))
-            w = w * (1 - 1 / (t + t0))
-        window = [e for e in window if e[1] != c]
+                w = w + gain * d / (lam * (c + t0))
+            w = w * (1 - gain / (c + t0)) + drift
+        window = [e for e in window if e[1] != k]
         window = window[max(0, len(window) - window_size(C) + 1):]
         window.append(((sample_partners(Xb, pos, rng, C), sample_partners(Xb, neg, rng, C)),
-                       c, (pos.size, neg.size)))
-    return w, met
+                       k, (pos.size, neg.size)))
+    return w, c, met
 
 
-def test_nsauc_chains_add_subgradients_as_one_sequence_would():
-    """NSAUC's iterate with K = 2 chains, two epochs: the merged ``w`` against a
-    replay of both chains' subgradients in one sequence (chain 0's steps, then chain 1's) with
-    the sequential step positions. With ``rskip = 1`` each step gives
-    ``(t + t0) w_t = (t - 1 + t0) w_{t-1} + (1 - 1/(t + t0)) g_t / lam``, so the merge and the
-    replay differ only by the factors of chain 1's subgradients, taken at its own positions
-    ``t_loc`` instead of ``t_glob``: ``|(t + t0)(w - w_replay)| <= sum ||g|| |1/(t_loc + t0) -
-    1/(t_glob + t0)| / lam`` (stated bound, computed below). Mixing the iterates instead (the
-    rule of the other solvers) misses the replay by far more than that bound."""
+def test_nsauc_chains_stand_for_the_sequential_run():
+    """NSAUC's iterate with K = 2 chains (4 chunks each: stride 2), after a first epoch (one
+    chain), two epochs. Each chain run by hand in Python (``_hinge_chain``) is the kernel's
+    chain up to rounding, and the merge is their np.average by steps, with the clock, and the
+    velocity the merged move per step of the clock.
+
+    In the first round (no velocity yet) each chain's step is the sequential step scaled by
+    its stride: with ``rskip = 1``, ``(c + t0) w = (c_s + t0) w_s + sum 2 (1 - 2 / (c + t0))
+    g / lam`` over its subgradients, and the mix of the two is the replay of both chains'
+    subgradients in one sequence (``(t + t0) w = (t_s + t0) w_s + sum (1 - 1 / (t + t0)) g /
+    lam``) up to the chains' shares of the steps (the pairs of a visit are drawn, about as
+    many as its rows) and the factors. Stated bound: within 2% of the replay's move from
+    ``w_s``, where mixing chains of the sequential steps (parameter mixing) misses half of it.
+    """
     from daskauc.solvers.nsauc import pairwise_hinge_sgd
 
     X, y, Xn, yn = _small()
@@ -431,58 +565,67 @@ def test_nsauc_chains_add_subgradients_as_one_sequence_would():
     # NSAUC's iterate; askip so large that the average (merged exactly) never moves
     kw = {"lam": lam, "t0": t0, "rskip": 1, "average": True, "askip": 10**9}
     with dask.config.set(scheduler="threads"):
-        state = pairwise_hinge_sgd(X, y, n_epochs=0, random_state=0, **kw).state
+        state = pairwise_hinge_sgd(X, y, n_epochs=1, random_state=0, n_chains=2, **kw).state
+        assert state.velocity is None and state.clock is None  # the first epoch: one chain
         for _ in range(2):
             order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, 8)
-            w_chains, met = [], []
-            for k in range(2):
-                w, m = _hinge_chain(blocks, state, [(seeds[v], int(order[v]))
-                                                    for v in range(k, 8, 2)], lam, t0)
-                w_chains.append(w)
-                met.append(m)
+            chains = [_hinge_chain(blocks, state, [(seeds[v], int(order[v]))
+                                                   for v in range(k, 8, 2)], lam, t0, 2.0)
+                      for k in range(2)]
             res = pairwise_hinge_sgd(X, y, n_epochs=1, state=state, n_chains=2, **kw)
             merged = res.state
             np.testing.assert_array_equal(res.coef, merged.w)  # no average yet: the iterate
-            S0 = state.t + t0
-            w_rep, t, bound = S0 * state.w, state.t, 0.0
-            for m in met:
-                for i, d in enumerate(m):
-                    t += 1
-                    if d is not None:
-                        w_rep = w_rep + (1 - 1 / (t + t0)) * d / lam
-                        t_loc = state.t + i + 1
-                        bound += np.linalg.norm(d) * abs(1 / (t_loc + t0) - 1 / (t + t0)) / lam
-            assert merged.t == t == state.t + len(met[0]) + len(met[1])
+            steps = [len(m) for _, _, m in chains]
+            # the hand-run chains in float64 Python against the numba kernel: rounding only
+            np.testing.assert_allclose(merged.w, np.average([w for w, _, _ in chains], axis=0,
+                                                            weights=steps), rtol=1e-9)
+            clock = float(np.average([c for _, c, _ in chains], weights=steps))
+            assert merged.clock == pytest.approx(clock, rel=1e-12)
+            assert merged.t == state.t + sum(steps)
+            c0 = state.t if state.clock is None else state.clock
+            np.testing.assert_allclose(merged.velocity, (merged.w - state.w) / (clock - c0),
+                                       rtol=1e-12, atol=1e-15)
             assert merged.q == state.q and np.array_equal(merged.wbar, state.wbar)
-            S = t + t0
-            miss = np.linalg.norm(S * merged.w - w_rep)
-            # float64 rounding of ~4,000 steps: far below 1e-11 of |(t + t0) w|
-            assert miss <= bound + 1e-11 * np.linalg.norm(w_rep), (miss, bound)
-            mixed = np.average(w_chains, axis=0, weights=[len(m) for m in met])
-            assert np.linalg.norm(S * mixed - w_rep) > 100 * bound
+            if state.velocity is None:
+                S0, t = state.t + t0, state.t
+                w_rep = S0 * state.w
+                for _, _, m in chains:
+                    for d in m:
+                        t += 1
+                        if d is not None:
+                            w_rep = w_rep + (1 - 1 / (t + t0)) * d / lam
+                w_rep = w_rep / (t + t0)
+                move = np.linalg.norm(w_rep - state.w)
+                assert np.linalg.norm(merged.w - w_rep) < 0.02 * move
+                unscaled = [_hinge_chain(blocks, replace(state, velocity=0 * state.w),
+                                         [(seeds[v], int(order[v])) for v in range(k, 8, 2)],
+                                         lam, t0, 1.0)[0] for k in range(2)]
+                mixed = np.average(unscaled, axis=0, weights=steps)
+                assert np.linalg.norm(mixed - w_rep) > 0.3 * move
             state = merged
+    assert state.velocity is not None
 
 
-def test_nsvmsgd2_chains_mix_their_last_iterates_by_steps():
-    """NSVMSGD2 (no averaging) with K = 2 chains: the merged ``w`` is the steps-weighted mean
-    of the chains' last iterates, each chain run by hand from the same start."""
-    from daskauc.solvers.nsauc import pairwise_hinge_sgd
+def test_nsauc_merged_window_is_the_last_chunks_visited_by_the_clock():
+    """The partner window after a round of chains: the last chunks any chain visited, by the
+    clock at which they joined (the sequential order when the strides are the shares), the
+    latest entry of each chunk, as many as a window holds."""
+    from daskauc.solvers.nsauc import PairwiseSGDState, merge_chains
 
-    X, y, Xn, yn = _small()
-    blocks = _blocks(X, Xn, yn)
-    lam, t0 = 1e-4, 1e6
-    kw = {"lam": lam, "t0": t0, "rskip": 1, "average": False}
-    with dask.config.set(scheduler="threads"):
-        state = pairwise_hinge_sgd(X, y, n_epochs=1, random_state=0, **kw).state
-        order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch, 8)
-        finals = [_hinge_chain(blocks, state, [(seeds[v], int(order[v]))
-                                               for v in range(k, 8, 2)], lam, t0)
-                  for k in range(2)]
-        res = pairwise_hinge_sgd(X, y, n_epochs=1, state=state, n_chains=2, **kw)
-    mixed = np.average([w for w, _ in finals], axis=0, weights=[len(m) for _, m in finals])
-    # the hand-run chains in float64 Python against the numba kernel: rounding only
-    np.testing.assert_allclose(res.coef, mixed, rtol=1e-9)
-    assert res.state.t == state.t + sum(len(m) for _, m in finals)
+    def state(chunks, at):
+        part = tuple((np.full((1, 2), c, float), np.full((1, 2), -c, float)) for c in chunks)
+        return PairwiseSGDState(w=np.zeros(2), wbar=np.zeros(2), t=10, q=0, t0=1.0,
+                                partners=part, partners_chunk=tuple(chunks),
+                                partners_of=tuple((1, 1) for _ in chunks),
+                                partners_at=tuple(at))
+
+    start = state([1, 2, 3], [1.0, 2.0, 3.0])
+    # chain 0 (stride 2) visited 4 then 5; chain 1 (stride 2) visited 6 then 3 again
+    finals = [replace(state([3, 4, 5], [3.0, 5.0, 7.0]), t=12),
+              replace(state([2, 6, 3], [2.0, 6.0, 8.0]), t=12)]
+    merged = merge_chains(start, finals, None)
+    assert merged.partners_chunk == (6, 5, 3) and merged.partners_at == (6.0, 7.0, 8.0)
+    assert merged.partners[2][0][0, 0] == 3.0 and merged.t == 14
 
 
 def _sequential_cases():
@@ -528,7 +671,7 @@ def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
         given = solver(X, y, n_epochs=1, state=first.state, n_chains=1, **kw)
         omitted = solver(X, y, n_epochs=1, state=first.state, **kw)
     np.testing.assert_array_equal(given.coef, omitted.coef)
-    (hand,), _ = _chains_by_hand(step, _blocks(X, Xn, yn), first.state, 1, params,
+    (hand,), _, _ = _chains_by_hand(step, _blocks(X, Xn, yn), first.state, 1, params,
                                  per_chunk=per_chunk)
     np.testing.assert_array_equal(hand.w, given.state.w)
 
@@ -544,41 +687,44 @@ CLUSTER_CASES = {"solam": (SOLAM, {"zeta": 0.1}), "spdam": (SPDAM, {}),
 @pytest.mark.parametrize("solver", list(CLUSTER_CASES))
 def test_chains_of_every_solver_run_on_both_workers_of_a_process_cluster(dask_cluster_client,
                                                                           solver):
-    """Two chains over persisted rows on the 2-process cluster: the epoch's tasks ran on both
-    workers and were merged, and the merged state (pickled between processes) keeps what the
-    merge must keep exactly, however the chunks were split between the chains (on a cluster
-    their placement decides it): the counters total every row, OPAUC's statistics are the
-    rows', SPDAM's ``u`` is that of its duals, SOLAM's gamma sum is the two chains' (6,000 rows
-    each, 12 chunks in equal shares), and kappa the largest row norm."""
+    """Two chains over persisted rows on the 2-process cluster (two epochs: the solvers whose
+    chains stand for the sequential run make their first epoch one chain): the epoch's tasks
+    ran on both workers and were merged, and the merged state (pickled between processes)
+    keeps what the merge must keep exactly, however the chunks were split between the chains
+    (on a cluster their placement decides it): the counters total every row, OPAUC's
+    statistics are the rows', SPDAM's ``u`` is that of its duals, SOLAM's gamma sum is the
+    first epoch's and the two chains' (6,000 rows each, 12 chunks in equal shares: each
+    chain's clock advances 2 per row), and kappa the largest row norm."""
     from distributed import get_task_stream
 
     cls, kw = CLUSTER_CASES[solver]
     X0, y0, _, _ = _problem()
     X, y = X0.persist(), y0.persist()
     with get_task_stream(dask_cluster_client) as ts:
-        state = cls(n_epochs=1, random_state=0, n_chains=2, **kw).fit(X, y)._solver_state
+        state = cls(n_epochs=2, random_state=0, n_chains=2, **kw).fit(X, y)._solver_state
     epoch = [t for t in ts.data if f"daskauc-{solver}-epoch" in str(t["key"])]
     assert len({t["worker"] for t in epoch}) == 2
     assert any("merge" in str(t["key"]) for t in epoch)
     Xn, yn = X0.compute(), y0.compute()
-    n, n_pos = len(yn), int(np.count_nonzero(yn > 0))
+    n, n_pos = 2 * len(yn), 2 * int(np.count_nonzero(yn > 0))
     if solver == "solam":
         assert (state.t, state.scal[7]) == (n, n_pos)
-        _close(state.scal[6], 2 * np.sum(0.1 / np.sqrt(np.arange(1, 6001))))
+        _close(state.scal[6], np.sum(0.1 / np.sqrt(np.arange(1, 12001)))
+               + 2 * np.sum(0.1 / np.sqrt(12000 + 2 * np.arange(1, 6001))))
         assert state.kappa == pytest.approx(np.sqrt((Xn ** 2).sum(axis=1).max()), rel=1e-14)
     elif solver == "spdam":
         m = state.means
         xbar = np.where((yn > 0)[:, None], (Xn - m.mean_pos) / np.sqrt(m.p),
                         (Xn - m.mean_neg) / np.sqrt(1 - m.p))
-        _close(state.u, np.concatenate(state.duals) @ xbar / n, 1e-10)
+        _close(state.u, np.concatenate(state.duals) @ xbar / len(yn), 1e-10)
         assert state.iters == n
     elif solver == "opauc":
         P = Xn[yn > 0]
-        _close(state.G_pos, np.tril(P.T @ P))
-        _close(state.sum_neg, Xn[yn < 0].sum(axis=0))
+        _close(state.G_pos, 2 * np.tril(P.T @ P))
+        _close(state.sum_neg, 2 * Xn[yn < 0].sum(axis=0))
         np.testing.assert_array_equal(state.counts, [n - n_pos, n_pos])
     elif solver == "twopass":
-        assert state.t == n and state.means.n_pos == n_pos
+        assert state.t == n and state.means.n_pos == n_pos // 2
     else:
         np.testing.assert_array_equal(state.counts, [n, n_pos])
 

@@ -160,5 +160,5 @@ def test_shared_parameter_docs_are_filled():
     assert "n_chains : int >= 1" in daskauc.SPAM.__doc__
     sources = [p.read_text() for p in Path(daskauc.__file__).parent.rglob("*.py")]
     assert sum(s.count('n_chains : int >= 1 or "auto"') for s in sources) == 1
-    with pytest.raises(KeyError, match="combine"):
+    with pytest.raises(KeyError, match="default|combine"):
         filled("    %(n_chains)s")

@@ -60,7 +60,7 @@ def _mismatches(expected: dict, actual: dict, mode: str) -> list[str]:
                     av, ev, rtol=0.0, atol=OUTPUT_RTOL * max(scale, 1e-12), equal_nan=True)
             if not same:
                 diff = ""
-                if ev.shape == av.shape and ev.dtype.kind in "fiu":
+                if ev.shape == av.shape and ev.dtype.kind in "fiu" and av.dtype.kind in "fiu":
                     diff = f" (max abs difference {np.max(np.abs(av - ev), initial=0):.3g})"
                 problems.append(f"{case} {key}{diff}")
     return problems

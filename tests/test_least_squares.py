@@ -185,8 +185,9 @@ def test_twopass_kernel_matches_reference(dtype):
     m = class_means(X, y)
     for invsqrt in (False, True):
         w = np.zeros(4)
-        K._twopass_sgd_chunk(X, y, order, m.mean_pos, m.mean_neg, w, 0, 0.05, invsqrt, 0.1,
-                             2 * m.n / m.n_pos, 2 * m.n / m.n_neg)
+        K._twopass_sgd_chunk(X, y, order, m.mean_pos, m.mean_neg, np.zeros(0), w,
+                             np.zeros(1), 0, 0.05, invsqrt, 0.1, 2 * m.n / m.n_pos,
+                             2 * m.n / m.n_neg, 1.0, 1.0, 16)
         w_ref = ref.twopass_run(X.astype(np.float64), y, order, 0.05, 0.1, invsqrt)
         np.testing.assert_allclose(w, w_ref, rtol=1e-6, atol=1e-8)
 
@@ -221,8 +222,8 @@ def test_spam_kernel_matches_reference(l1, invsqrt):
     m = class_means(X, y)
     p = m.p
     w, wbar = np.zeros(4), np.zeros(4)
-    K._spam_chunk(X, y, order, m.mean_pos, m.mean_neg, w, wbar, 0, 0.3, invsqrt, p,
-                  p * (1 - p) * 0.1, p * (1 - p) * l1)
+    K._spam_chunk(X, y, order, m.mean_pos, m.mean_neg, np.zeros(0), w, wbar, np.zeros(1), 0,
+                  0.3, invsqrt, p, p * (1 - p) * 0.1, p * (1 - p) * l1, 1.0, 1.0, 16)
     w_ref, wbar_ref = ref.spam_run(X, y, order, 0.3, 0.1, l1, invsqrt)
     np.testing.assert_allclose(w, w_ref, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(wbar, wbar_ref, rtol=1e-7, atol=1e-9)
@@ -238,7 +239,8 @@ def test_solam_kernel_matches_reference(mode, variant):
     st = initial_state(4, R=R, variant="authors" if mode == 1 else "paper",
                        penalty="l2" if mode == 2 else "projection", random_state=0)
     w, wbar, scal = st.w.copy(), st.wbar.copy(), st.scal.copy()
-    K._solam_chunk(X, y, order, w, wbar, scal, 0, zeta, R, kappa, mode, 0.2)
+    K._solam_chunk(X, y, order, np.zeros(0), w, wbar, scal, np.zeros(1), 0, zeta, R, kappa,
+                   mode, 0.2, 1.0, 1.0, 16)
     wbar_ref = ref.solam_run(X, y, order, zeta, R, kappa, variant="authors" if mode == 1
                              else "paper", lam_ls=0.2 if mode == 2 else None)
     np.testing.assert_allclose(wbar, wbar_ref, rtol=1e-6, atol=1e-8)

@@ -21,7 +21,10 @@ def _separable(n=2000, d=6, seed=0, gap=0.5):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_kernel_equals_reference_loop(dtype):
+@pytest.mark.parametrize("frame", [None, (2.5, 2.5, False), (2.5, 1.0, True)])
+def test_kernel_equals_reference_loop(dtype, frame):
+    """One chain, and a chain's frame (stride, gain, drift): its first round (steps scaled by
+    the stride) and a later one (sequential steps and a drift)."""
     rng = np.random.default_rng(1)
     X = rng.normal(size=(60, 7)).astype(dtype)
     y = np.where(rng.random(60) < 0.3, 1, -1)
@@ -34,13 +37,18 @@ def test_kernel_equals_reference_loop(dtype):
     w0 = rng.normal(size=7) * 0.1
     w, wbar = w0.copy(), np.zeros(7)
     counters = np.array([3, 0], dtype=np.int64)
-    _pairwise_hinge_steps(X, partners, pos, neg, ri, rj, w, wbar, counters, 1e-2, 50.0, 4, 3,
-                          10)
-    rw, rwbar, rt, rq = ref.pairwise_hinge_steps(X, pos, neg, ri, rj, w0, np.zeros(7), 3, 0,
-                                                 1e-2, 50.0, 4, 3, 10, partners=partners)
+    stride, gain, drifting = (1.0, 1.0, False) if frame is None else frame
+    drift = rng.normal(size=7) * 1e-3 if drifting else None
+    clock = np.array([3.0 if frame is None else 7.5])
+    _pairwise_hinge_steps(X, partners, pos, neg, ri, rj,
+                          np.zeros(0) if drift is None else drift, w, wbar, counters, clock,
+                          1e-2, 50.0, 4, 3, 10, stride, gain)
+    rw, rwbar, rt, rq, rc = ref.pairwise_hinge_steps(
+        X, pos, neg, ri, rj, w0, np.zeros(7), 3, 0, 1e-2, 50.0, 4, 3, 10, partners=partners,
+        clock=3.0 if frame is None else 7.5, stride=stride, gain=gain, drift=drift)
     np.testing.assert_allclose(w, rw, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(wbar, rwbar, rtol=1e-10, atol=1e-12)
-    assert (counters[0], counters[1]) == (rt, rq)
+    assert (counters[0], counters[1], clock[0]) == (rt, rq, rc)
 
 
 def test_constant_eta_cost_and_eta0_search_against_reference():

@@ -147,3 +147,43 @@ def route_costs(n: int, d: int, m: int, *, loss: str, n_threads: int,
     return {"kernel": kernel, "embedding": embedding, "kernel_pass": kernel_pass,
             "embedding_bytes": emb_bytes, "memory_budget": float(memory_budget),
             "expected_passes": passes, "rates": dict(rates)}
+
+
+#: bytes of row chunks a stochastic solver's steps get through per second in one thread (one
+#: dot product and one update per row): NSAUC over covtype's 1,600-landmark embedding, 3.0 GB
+#: in 0.55 s per epoch (docs/benchmarks/chains.md)
+STEP_BYTES_PER_SECOND = 5e9
+
+#: seconds a round of parallel chains costs beyond their steps: scheduling a round of chain
+#: tasks and their merge, and the chains' states going to the merge and back (measured by
+#: ``python -m benchmarks.chains``, "Speed")
+CHAIN_ROUND_SECONDS = {"threads": 0.002, "distributed": 0.02}
+
+#: chains are used when an epoch is predicted to run at least this much faster with them
+CHAIN_MIN_GAIN = 1.2
+
+
+def chain_count(chunk_rows: list[int], row_bytes: int, max_chains: int, *,
+                distributed: bool) -> int:
+    """Parallel chains for a stochastic epoch over row chunks of ``chunk_rows`` rows of
+    ``row_bytes`` bytes each: up to ``max_chains`` (the worker threads), the count whose
+    epoch is predicted fastest, if it beats one chain by ``CHAIN_MIN_GAIN``; else 1.
+
+    An epoch of K chains takes the largest share of the chunks (``ceil(C / K)`` of the C
+    chunks, as :func:`daskauc.engine.stream.assign_visits` deals them) at
+    ``STEP_BYTES_PER_SECOND``, plus ``CHAIN_ROUND_SECONDS`` for its merge; one chain takes
+    all the chunks. So data in one chunk, or so small that the merge costs more than half
+    its epoch, runs one chain.
+    """
+    C = len(chunk_rows)
+    if max_chains <= 1 or C <= 1:
+        return 1
+    per_chunk = float(np.mean(chunk_rows)) * row_bytes / STEP_BYTES_PER_SECOND
+    round_cost = CHAIN_ROUND_SECONDS["distributed" if distributed else "threads"]
+    one = C * per_chunk
+    best, best_time = 1, one
+    for K in range(2, min(max_chains, C) + 1):
+        seconds = -(-C // K) * per_chunk + round_cost
+        if seconds < best_time:
+            best, best_time = K, seconds
+    return best if one >= CHAIN_MIN_GAIN * best_time else 1

@@ -106,6 +106,7 @@ def epoch_graph(
     n_chains: int = 1,
     merge: Callable[..., Any] | None = None,
     sync_every: int | None = None,
+    strides: bool = False,
 ) -> Delayed:
     """Build the graph of one epoch; return a Delayed of the final state.
 
@@ -129,6 +130,10 @@ def epoch_graph(
     merge : the solver's combination of chain states (see :mod:`daskauc.engine.chains`).
     sync_every : merge after every round of ``sync_every`` visits per chain instead of once at
         the end of the epoch (None).
+    strides : with several chains in a round, pass each chain's step ``stride=`` the rows of
+        the round over the rows of the chain's share: the rows of one chain's visit that
+        each of its rows stands for (:mod:`daskauc.engine.chains`, "Chains that stand for
+        the sequential run"). One chain gets no ``stride``.
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("X must be chunked along rows only")
@@ -153,7 +158,7 @@ def epoch_graph(
     if n_chains > 1:
         if merge is None:
             raise ValueError(f"{solver} has no way to combine parallel chains; use n_chains=1")
-        token = tokenize(token, n_chains, sync_every)
+        token = tokenize(token, n_chains, sync_every, strides)
     name = f"daskauc-{solver}-epoch-{token}"
     layer: dict = {}
     deps: list = [y] if stream else [X, y]
@@ -178,10 +183,14 @@ def epoch_graph(
         visits = range(r0, min(r0 + per_round, len(order)))
         shares, workers = assign_visits([int(order[k]) for k in visits], n_chains,
                                         holders if n_chains > 1 else None)
+        rows = [sum(X.chunks[0][int(order[visits[i]])] for i in share) for share in shares]
+        several = sum(1 for r in rows if r) > 1
         finals = []
-        for share, worker in zip(shares, workers, strict=True):
+        for share, worker, chain_rows in zip(shares, workers, rows, strict=True):
             if not share:
                 continue
+            chain_params = (dict(params, stride=sum(rows) / chain_rows)
+                            if strides and several and chain_rows else params)
             prev = start
             chain_visits = [visits[i] for i in share]
             # a chain that runs anywhere (one chain) follows its chunks: a task holds chunks
@@ -202,7 +211,7 @@ def epoch_graph(
                 layer[key] = (_run_visits, step, blocks, [(y.name, c) for c in chunks], prev,
                               [None if seeds is None else seeds[k] for k in group],
                               [None if per_chunk is None else per_chunk[c] for c in chunks],
-                              params, ahead)
+                              chain_params, ahead)
                 if worker is not None:
                     placement[key] = [worker]
                 elif where is not None and where[first]:
@@ -289,24 +298,40 @@ class _Placement:
         return self.where.get(key)
 
 
-def resolve_chains(n_chains) -> int:
-    """``n_chains`` as a count: an int >= 1, or "auto" = the worker threads of the current
-    scheduler (a distributed client's total threads, else the threaded scheduler's)."""
+def resolve_chains(n_chains, X: da.Array | None = None) -> int:
+    """``n_chains`` as a count: an int >= 1, or "auto": with ``X``, the count of
+    :func:`daskauc.engine.cost.chain_count` for its row chunks (one per worker thread of the
+    current scheduler, or fewer where more do not pay); without, the worker threads."""
     if isinstance(n_chains, str):
         if n_chains != "auto":
             raise ValueError(f"n_chains must be an int >= 1 or 'auto'; got {n_chains!r}")
-        try:
-            from distributed import get_client
+        threads, distributed = scheduler_threads()
+        if X is None:
+            return threads
+        from .cost import chain_count
 
-            info = get_client().scheduler_info(n_workers=-1)
-            return max(1, sum(w["nthreads"] for w in info["workers"].values()))
-        except (ImportError, ValueError):
-            import os
-
-            return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+        return chain_count([int(c) for c in X.chunks[0]], X.dtype.itemsize * int(X.shape[1]),
+                           threads, distributed=distributed)
     if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
         raise ValueError(f"n_chains must be an int >= 1 or 'auto'; got {n_chains!r}")
     return int(n_chains)
+
+
+def scheduler_threads() -> tuple[int, bool]:
+    """``(threads, distributed)``: the worker threads of the current scheduler (a distributed
+    client's total threads, else the threaded scheduler's; 1 for the synchronous one) and
+    whether it is a distributed one."""
+    try:
+        from distributed import get_client
+
+        info = get_client().scheduler_info(n_workers=-1)
+        return max(1, sum(w["nthreads"] for w in info["workers"].values())), True
+    except (ImportError, ValueError):
+        import os
+
+        if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
+            return 1, False
+        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1)), False
 
 
 def _merge_seed(seeds, visit: int) -> np.random.SeedSequence | None:
@@ -434,6 +459,8 @@ def run_epochs(
     n_chains: int = 1,
     merge: Callable[..., Any] | None = None,
     sync_every: int | None = None,
+    strides: bool = False,
+    one_chain_first: bool = False,
     seed_root: tuple[int, tuple] | None = None,
     start: Callable[[Any], Any] | None = None,
     record: Callable[[Any, float], dict] | None = None,
@@ -458,8 +485,10 @@ def run_epochs(
 
     What is the solver's own:
 
-    step, params, per_chunk, n_chains, merge, sync_every
+    step, params, per_chunk, n_chains, merge, sync_every, strides
         The chain of the epoch (:func:`epoch_graph`), the solver's name ``solver`` in its keys.
+    one_chain_first : the first epoch of a run (epoch 0) is one chain whatever ``n_chains``
+        (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential run").
     start : the state an epoch starts from, made from the state the last epoch ended in.
     record : ``record(state, seconds)``, the epoch's history record after ``"epoch"``
         (default ``{"seconds": seconds}``); ``seconds`` is the time of the epoch's compute.
@@ -479,15 +508,18 @@ def run_epochs(
     X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
     for e in range(int(n_epochs)):
         if seed_root is None:
-            order, seeds = epoch_plan(state.seed_entropy, state.seed_key, state.epoch,
-                                      n_chunks, shuffle)
+            number = state.epoch
+            order, seeds = epoch_plan(state.seed_entropy, state.seed_key, number, n_chunks,
+                                      shuffle)
         else:
+            number = e
             order, seeds = epoch_plan(*seed_root, e, n_chunks, shuffle)
         tic = time.perf_counter()
         state = run_epoch(step, X if e == 0 else X_unchecked, y,
                           state if start is None else start(state), solver=solver,
                           order=order, seeds=seeds, per_chunk=per_chunk, params=params,
-                          n_chains=n_chains, merge=merge, sync_every=sync_every)
+                          n_chains=1 if one_chain_first and number == 0 else n_chains,
+                          merge=merge, sync_every=sync_every, strides=strides)
         if seed_root is None:
             state = replace(state, epoch=state.epoch + 1)
             epoch = state.epoch

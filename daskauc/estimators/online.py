@@ -11,7 +11,7 @@ import functools
 import dask.array as da
 import numpy as np
 
-from .._docs import fill_doc
+from .._docs import CHAIN_FRAME, fill_doc
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
@@ -145,7 +145,7 @@ class _OnlineAUCModel(LinearAUCModel):
         return self
 
 
-@fill_doc(combine=(
+@fill_doc(default='"auto"', note='', combine=(
     ': ``w`` mixed by rows, the average exact, the reservoirs merged into uniform samples'
     ' of all rows seen'
 ))
@@ -222,7 +222,7 @@ class OAM(_OnlineAUCModel):
     def __init__(self, C: float = 1.0, *, buffer_size: int = 100, update: str = "seq",
                  eta: float = 0.5, average: bool = False, n_epochs: int = 1,
                  shuffle: bool = True, record_auc: bool = False, random_state=None,
-                 n_chains=1, sync_every=None):
+                 n_chains="auto", sync_every=None):
         self.C = C
         self.buffer_size = buffer_size
         self.update = update
@@ -254,7 +254,9 @@ class OAM(_OnlineAUCModel):
                    sync_every=self.sync_every)
 
 
-@fill_doc(combine=': ``w`` and ``b`` mixed by steps, the averages exact, the counters summed')
+@fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.",
+          combine=(': ' + CHAIN_FRAME + ' (``w`` and ``b``), the averages exact, the counters '
+                   'summed'))
 @model_class
 class UnivariateAUC(_OnlineAUCModel):
     """Online SGD on the class-weighted univariate exponential or squared loss.
@@ -325,7 +327,7 @@ class UnivariateAUC(_OnlineAUCModel):
     def __init__(self, loss: str = "exp", *, lam: float = 0.0, eta0="auto",
                  schedule: str = "invsqrt", n_epochs: int = 5, average: bool = True,
                  shuffle: bool = True, record_auc: bool = False, random_state=None,
-                 n_chains=1, sync_every=None):
+                 n_chains="auto", sync_every=None):
         self.loss = loss
         self.lam = lam
         self.eta0 = eta0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from .._docs import fill_doc
+from .._docs import CHAIN_FRAME, fill_doc
 from .._registry import model_class
 from .._validation import check_n_features, check_params, check_X_y, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
@@ -12,11 +12,8 @@ from ._base import LinearAUCModel
 from ._checkpoint import open_checkpoint
 
 
-@fill_doc(combine=(
-    ": with ``average=True`` the chains' scaled subgradient sums are added, which is the "
-    "sequential iterate of the same subgradients up to factors within ``rskip / (t + "
-    "t0)`` of 1, and the averages are merged exactly; with ``average=False`` the last "
-    "iterates are mixed by steps"
+@fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.", combine=(
+    ": " + CHAIN_FRAME + ", the averages merged exactly"
 ))
 @model_class
 class PairwiseHingeSGD(LinearAUCModel):
@@ -88,7 +85,7 @@ class PairwiseHingeSGD(LinearAUCModel):
 
     def __init__(self, lam=1e-8, *, n_epochs=5, average=True, rskip=16, askip=16,
                  average_start=0, t0=None, eta0_pairs=1000, shuffle=True, random_state=None,
-                 n_chains=1, sync_every=None):
+                 n_chains="auto", sync_every=None):
         self.lam = lam
         self.n_epochs = n_epochs
         self.average = average

@@ -29,13 +29,18 @@ def _twopass_sgd_chunk(
     order,  # IN (b,) int64, rows in visiting order
     cpos,  # IN (r,) float64, positive class mean
     cneg,  # IN (r,) float64, negative class mean
+    drift,  # IN (r,) or (0,) float64: added to w every `every` steps
     w,  # INOUT (r,) float64
+    clock,  # INOUT (1,) float64: steps of the sequential run the steps stand for
     t0,  # scalar: steps taken before this chunk
     eta,  # scalar: step size
-    invsqrt,  # scalar bool: eta_t = eta / sqrt(t) instead of eta
+    invsqrt,  # scalar bool: eta_t = eta / sqrt(clock) instead of eta
     lam,  # scalar: L2 penalty of LS
     wpos,  # scalar: 2 n / n+
     wneg,  # scalar: 2 n / n-
+    stride,  # scalar: clock advance per step (one chain: 1)
+    gain,  # scalar: step multiplier (one chain: 1)
+    every,  # scalar: steps between drifts
 ):
     """TwoPassAUC: SGD with the unbiased per-row gradient of LS; returns the new step count."""
     r = w.shape[0]
@@ -45,10 +50,13 @@ def _twopass_sgd_chunk(
         a += w[k] * cpos[k]
         b += w[k] * cneg[k]
     t = t0
+    c = clock[0]
+    drifting = drift.shape[0] > 0
     for idx in range(order.shape[0]):
         i = order[idx]
         t += 1
-        eta_t = eta / math.sqrt(t) if invsqrt else eta
+        c += stride
+        eta_t = gain * eta / math.sqrt(c) if invsqrt else gain * eta
         xw = 0.0
         for k in range(r):
             xw += X[i, k] * w[k]
@@ -74,6 +82,14 @@ def _twopass_sgd_chunk(
                 w[k] = wk
                 a += wk * cpos[k]
                 b += wk * cneg[k]
+        if drifting and t % every == 0:
+            a = 0.0
+            b = 0.0
+            for k in range(r):
+                w[k] += drift[k]
+                a += w[k] * cpos[k]
+                b += w[k] * cneg[k]
+    clock[0] = c
     return t
 
 
@@ -84,14 +100,19 @@ def _spam_chunk(
     order,  # IN (b,) int64
     cpos,  # IN (r,) float64
     cneg,  # IN (r,) float64
+    drift,  # IN (r,) or (0,) float64: added to w every `every` steps
     w,  # INOUT (r,) float64, current iterate
     wbar,  # INOUT (r,) float64, running average of the iterates
+    clock,  # INOUT (1,) float64: steps of the sequential run the steps stand for
     t0,  # scalar: steps taken before this chunk
     eta,  # scalar: step constant
-    invsqrt,  # scalar bool: eta_t = eta/sqrt(t) (True) or eta/(t+1) (False)
+    invsqrt,  # scalar bool: eta_t = eta/sqrt(clock) (True) or eta/(clock+1) (False)
     p,  # scalar: n+ / n
     beta,  # scalar: L2 weight of the penalty
     beta1,  # scalar: L1 weight (0 for SPAM-L2)
+    stride,  # scalar: clock advance per step (one chain: 1)
+    gain,  # scalar: step multiplier (one chain: 1)
+    every,  # scalar: steps between drifts
 ):
     """SPAM: proximal SGD step on F(w, a(w), b(w), alpha(w); z); returns the step count."""
     r = w.shape[0]
@@ -101,38 +122,55 @@ def _spam_chunk(
         a += w[k] * cpos[k]
         b += w[k] * cneg[k]
     t = t0
-    for idx in range(order.shape[0]):
-        i = order[idx]
-        t += 1
-        eta_t = eta / math.sqrt(t) if invsqrt else eta / (t + 1.0)
-        xw = 0.0
-        for k in range(r):
-            xw += X[i, k] * w[k]
-        alpha = b - a  # w.(c- - c+), the paper's sign
-        if y[i] > 0:
-            g = 2.0 * (1.0 - p) * (xw - a - 1.0 - alpha)
-        else:
-            g = 2.0 * p * (xw - b + 1.0 + alpha)
-        step = eta_t * g
-        thr = eta_t * beta1
-        scale = 1.0 / (1.0 + eta_t * beta)
-        inv_t = 1.0 / t
-        a = 0.0
-        b = 0.0
-        for k in range(r):
-            u = w[k] - step * X[i, k]
-            if thr > 0.0:
-                if u > thr:
-                    u -= thr
-                elif u < -thr:
-                    u += thr
-                else:
-                    u = 0.0
-            u *= scale
-            w[k] = u
-            wbar[k] += (u - wbar[k]) * inv_t
-            a += u * cpos[k]
-            b += u * cneg[k]
+    c = clock[0]
+    n = order.shape[0]
+    first = 0
+    while first < n:  # segments between drifts (one when there is none)
+        last = n if drift.shape[0] == 0 else min(n, first + every - t % every)
+        for idx in range(first, last):
+            i = order[idx]
+            t += 1
+            c += stride
+            eta_t = eta / math.sqrt(c) if invsqrt else eta / (c + 1.0)
+            if gain != 1.0:
+                eta_t *= gain
+            xw = 0.0
+            for k in range(r):
+                xw += X[i, k] * w[k]
+            alpha = b - a  # w.(c- - c+), the paper's sign
+            if y[i] > 0:
+                g = 2.0 * (1.0 - p) * (xw - a - 1.0 - alpha)
+            else:
+                g = 2.0 * p * (xw - b + 1.0 + alpha)
+            step = eta_t * g
+            thr = eta_t * beta1
+            scale = 1.0 / (1.0 + eta_t * beta)
+            inv_t = 1.0 / t
+            a = 0.0
+            b = 0.0
+            for k in range(r):
+                u = w[k] - step * X[i, k]
+                if thr > 0.0:
+                    if u > thr:
+                        u -= thr
+                    elif u < -thr:
+                        u += thr
+                    else:
+                        u = 0.0
+                u *= scale
+                w[k] = u
+                wbar[k] += (u - wbar[k]) * inv_t
+                a += u * cpos[k]
+                b += u * cneg[k]
+        first = last
+        if drift.shape[0] > 0 and t % every == 0:
+            a = 0.0
+            b = 0.0
+            for k in range(r):
+                w[k] += drift[k]
+                a += w[k] * cpos[k]
+                b += w[k] * cneg[k]
+    clock[0] = c
     return t
 
 
@@ -141,15 +179,20 @@ def _solam_chunk(
     X,  # IN (b, r)
     y,  # IN (b,) int8
     order,  # IN (b,) int64
+    drift,  # IN (r + 3,) or (0,) float64: added to (w, a, b, alpha) every `every` steps
     w,  # INOUT (r,) float64
     wbar,  # INOUT (r,) float64, gamma-weighted average of the iterates
     scal,  # INOUT (8,) float64: a, b, alpha, abar, bbar, alphabar, gamma_sum, n_pos_seen
+    clock,  # INOUT (1,) float64: steps of the sequential run the steps stand for
     t0,  # scalar: steps taken before this chunk
-    zeta,  # scalar: gamma_t = zeta / sqrt(t)
+    zeta,  # scalar: gamma = zeta / sqrt(clock)
     R,  # scalar: radius of the ball of w
     kappa,  # scalar: bound on ||x|| (paper variant: |a|,|b| <= R kappa, |alpha| <= 2 R kappa)
     mode,  # scalar: 0 paper projection, 1 authors' code projection, 2 L2 penalty (regSOLAM)
     lam,  # scalar: regSOLAM penalty (LS scale), multiplied by p(1-p)
+    stride,  # scalar: clock advance per step (one chain: 1)
+    gain,  # scalar: step multiplier (one chain: 1)
+    every,  # scalar: steps between drifts
 ):
     """SOLAM / regSOLAM saddle-point SGD; returns the step count."""
     r = w.shape[0]
@@ -170,10 +213,14 @@ def _solam_chunk(
         ab_hi = R
         al_hi = 2.0 * R
     t = t0
+    c = clock[0]
+    drifting = drift.shape[0] > 0
     for idx in range(order.shape[0]):
         i = order[idx]
         t += 1
-        gamma = zeta / math.sqrt(t)
+        c += stride
+        weight = zeta / math.sqrt(c)  # the sequential run's gamma: the iterate's weight
+        gamma = gain * weight
         if y[i] > 0:
             npos += 1.0
         p = npos / t
@@ -191,8 +238,8 @@ def _solam_chunk(
             gb = -2.0 * p * (xw - b)
             gal = 2.0 * p * xw - 2.0 * p * (1.0 - p) * alpha
         # gamma-weighted average of the iterate used at this step (before its update)
-        gnew = gsum + gamma
-        f = gamma / gnew
+        gnew = gsum + weight
+        f = weight / gnew
         gsum = gnew
         abar += f * (a - abar)
         bbar += f * (b - bbar)
@@ -217,6 +264,12 @@ def _solam_chunk(
             a = min(max(a, ab_lo), ab_hi)
             b = min(max(b, ab_lo), ab_hi)
             alpha = min(max(alpha, -al_hi), al_hi)
+        if drifting and t % every == 0:
+            for k in range(r):
+                w[k] += drift[k]
+            a += drift[r]
+            b += drift[r + 1]
+            alpha += drift[r + 2]
     scal[0] = a
     scal[1] = b
     scal[2] = alpha
@@ -225,6 +278,7 @@ def _solam_chunk(
     scal[5] = alphabar
     scal[6] = gsum
     scal[7] = npos
+    clock[0] = c
     return t
 
 

@@ -118,15 +118,20 @@ def _univariate_chunk(
     X,          # IN  (m, d) float32/float64, C-contiguous chunk
     y,          # IN  (m,) int8 labels in {-1, +1}
     order,      # IN  (s,) int64 rows of X in visiting order
+    drift,      # IN  (d + 1,) or (0,) float64: added to (w, b) every `every` steps
     w,          # INOUT (d,) float64 current iterate
     wbar,       # INOUT (d,) float64 uniform average of the iterates (if average)
     offset,     # INOUT (2,) float64 [b, bbar]: the unpenalized offset and its average
     counts,     # INOUT (2,) int64 [t = steps done, positives seen]
+    clock,      # INOUT (1,) float64 steps of the sequential run the steps stand for
     eta0,       # scalar: initial step
-    constant,   # scalar: True for eta_t = eta0, False for eta_t = eta0 / sqrt(t)
+    constant,   # scalar: True for eta_t = eta0, False for eta_t = eta0 / sqrt(clock)
     lam,        # scalar: L2 penalty on w
     loss,       # scalar: LOSS_EXP or LOSS_SQUARE
     average,    # scalar: maintain wbar / bbar
+    stride,     # scalar: clock advance per step (one chain: 1)
+    gain,       # scalar: step multiplier (one chain: 1)
+    every,      # scalar: steps between drifts
 ):
     """SGD steps on the class-weighted univariate loss for the rows of one chunk.
 
@@ -142,9 +147,12 @@ def _univariate_chunk(
     n_pos = counts[1]
     b = offset[0]
     bbar = offset[1]
+    c = clock[0]
+    drifting = drift.shape[0] > 0
     for s in range(order.shape[0]):
         i = order[s]
         t += 1
+        c += stride
         if y[i] > 0:
             yt = 1.0
             n_pos += 1
@@ -161,12 +169,16 @@ def _univariate_chunk(
             dl = -2.0 * yt * (1.0 - yt * score)
         gs = weight * dl
         if constant:
-            eta = eta0
+            eta = gain * eta0
         else:
-            eta = eta0 / math.sqrt(t)
+            eta = gain * eta0 / math.sqrt(c)
         for f in range(d):
             w[f] -= eta * (gs * X[i, f] + lam * w[f])
         b -= eta * gs
+        if drifting and t % every == 0:
+            for f in range(d):
+                w[f] += drift[f]
+            b += drift[d]
         if average:
             inv = 1.0 / t
             for f in range(d):
@@ -176,6 +188,7 @@ def _univariate_chunk(
     counts[1] = n_pos
     offset[0] = b
     offset[1] = bbar
+    clock[0] = c
 
 
 @njit(nogil=True, cache=True)

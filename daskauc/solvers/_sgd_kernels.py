@@ -20,18 +20,24 @@ def _pairwise_hinge_steps(
     neg,        # IN  (m-,) int64 row indices of negatives in X
     ri,         # IN  (s,) int64 per step: i >= 0 is pos[i] of X, i < 0 is partners[-1 - i]
     rj,         # IN  (s,) int64 per step: j >= 0 is neg[j] of X, j < 0 is partners[-1 - j]
+    drift,      # IN  (r,) or (0,) float64: added to w every rskip steps (none when empty)
     w,          # INOUT (r,) float64 current iterate
     wbar,       # INOUT (r,) float64 average of the iterates
     counters,   # INOUT (2,) int64 [t = steps done so far, q = iterates averaged]
+    clock,      # INOUT (1,) float64 steps of the sequential run the steps stand for
     lam,        # scalar: L2 regularization lambda
-    t0,         # scalar: step offset, eta_t = 1 / (lam (t + t0))
+    t0,         # scalar: step offset, eta = gain / (lam (clock + t0))
     rskip,      # scalar: scheduled regularization every rskip steps
     askip,      # scalar: scheduled averaging every askip steps (0: no averaging)
-    average_start,  # scalar: steps before averaging starts
+    average_start,  # scalar: clock before averaging starts
+    stride,     # scalar: clock advance per step (one chain: 1)
+    gain,       # scalar: step and shrink multiplier (one chain: 1)
 ):
     r = X.shape[1]
     t = counters[0]
     q = counters[1]
+    c = clock[0]
+    drifting = drift.shape[0] > 0
     for s in range(ri.shape[0]):
         i = ri[s]
         if i >= 0:
@@ -47,23 +53,28 @@ def _pairwise_hinge_steps(
         for k in range(r):
             margin += w[k] * (np.float64(xi[k]) - np.float64(xj[k]))
         t += 1
+        c += stride
         if margin < 1.0:
-            eta = 1.0 / (lam * (t + t0))
+            eta = gain / (lam * (c + t0))
             for k in range(r):
                 w[k] += eta * (np.float64(xi[k]) - np.float64(xj[k]))
         if t % rskip == 0:
-            shrink = 1.0 - rskip / (t + t0)
+            shrink = 1.0 - gain * rskip / (c + t0)
             if shrink < 0.0:
                 shrink = 0.0
             for k in range(r):
                 w[k] *= shrink
-        if askip > 0 and t > average_start and t % askip == 0:
+            if drifting:
+                for k in range(r):
+                    w[k] += drift[k]
+        if askip > 0 and c > average_start and t % askip == 0:
             inv = 1.0 / (q + 1.0)
             for k in range(r):
                 wbar[k] += (w[k] - wbar[k]) * inv
             q += 1
     counters[0] = t
     counters[1] = q
+    clock[0] = c
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)

@@ -55,7 +55,7 @@ import numpy as np
 from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._validation import seed_sequence
-from ..engine.chains import merge_by_steps, merge_running_average
+from ..engine.chains import chain_frame, merge_moving, merge_running_average
 from ..engine.stream import block_class_counts, resolve_chains, run_epochs
 from ._linear import validation_score
 from ._result import SolverResult
@@ -69,8 +69,14 @@ class PairwiseSGDState:
     """State carried from chunk to chunk (and between ``partial_fit`` calls).
 
     The partner window (module docstring): ``partners`` holds, for each of the last chunks
-    visited (most recent last; their indices ``partners_chunk``, their numbers of negatives
-    ``partners_of``), a sample of their negatives; empty before the first visit."""
+    visited (most recent last; their indices ``partners_chunk``, their numbers of positives
+    and negatives ``partners_of``, the ``clock`` at which they joined ``partners_at``), a
+    sample of their positives and of their negatives; empty before the first visit.
+
+    ``clock`` (None: ``t``) counts the steps of the sequential run the steps taken stand for
+    and ``velocity`` is the move of ``w`` per step of that run over the last round of
+    parallel chains (None before one): :mod:`daskauc.engine.chains`, "Chains that stand for
+    the sequential run"."""
 
     w: np.ndarray
     wbar: np.ndarray
@@ -83,6 +89,9 @@ class PairwiseSGDState:
     partners: tuple = ()
     partners_chunk: tuple = ()
     partners_of: tuple = ()
+    partners_at: tuple = ()
+    clock: float | None = None
+    velocity: np.ndarray | None = None
 
 
 def pair_rate(counts: np.ndarray) -> float:
@@ -151,7 +160,7 @@ def sample_partners(X_block: np.ndarray, rows: np.ndarray, rng: np.random.Genera
 
 
 def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, rskip,
-                askip, average_start, rate, n_chunks):
+                askip, average_start, rate, n_chunks, stride=1.0):
     X_block = np.ascontiguousarray(X_block)
     y_block = np.asarray(y_block)
     pos = np.flatnonzero(y_block > 0)
@@ -166,14 +175,18 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
     w = state.w.copy()
     wbar = state.wbar.copy()
     counters = np.array([state.t, state.q], dtype=np.int64)
+    clock = np.array([state.t if state.clock is None else state.clock], dtype=np.float64)
     if ri.size:
+        gain, drift = chain_frame(stride, state.velocity, rskip)
         partners = np.concatenate([np.zeros((0, X_block.shape[1]), X_block.dtype)]
                                   + [part for (pp, pn), _ in entries for part in (pp, pn)]
                                   ).astype(X_block.dtype, copy=False)
-        _pairwise_hinge_steps(X_block, np.ascontiguousarray(partners), pos, neg, ri, rj, w,
-                              wbar, counters, float(lam), float(state.t0), int(rskip),
-                              int(askip), int(average_start))
-    state = replace(state, w=w, wbar=wbar, t=int(counters[0]), q=int(counters[1]))
+        _pairwise_hinge_steps(X_block, np.ascontiguousarray(partners), pos, neg, ri, rj,
+                              np.zeros(0) if drift is None else drift, w, wbar, counters,
+                              clock, float(lam), float(state.t0), int(rskip), int(askip),
+                              int(average_start), float(stride), gain)
+    state = replace(state, w=w, wbar=wbar, t=int(counters[0]), q=int(counters[1]),
+                    clock=None if state.clock is None and stride == 1 else float(clock[0]))
     # this chunk joins the window, replacing its older entry
     keep = [k for k, c in enumerate(state.partners_chunk) if c != chunk]
     keep = keep[max(0, len(keep) - window_size(n_chunks) + 1):]
@@ -183,51 +196,54 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
                    partners=(*(state.partners[k] for k in keep), entry),
                    partners_chunk=(*(state.partners_chunk[k] for k in keep), int(chunk)),
                    partners_of=(*(state.partners_of[k] for k in keep),
-                                (int(pos.size), int(neg.size))))
+                                (int(pos.size), int(neg.size))),
+                   partners_at=(*(_at(state, k) for k in keep), float(clock[0])))
+
+
+def _at(state: PairwiseSGDState, k: int) -> float:
+    """When window entry ``k`` joined (states of before 0.6 did not record it: in order)."""
+    return state.partners_at[k] if state.partners_at else float(k - len(state.partners))
 
 
 def merge_chains(start: PairwiseSGDState, finals: list[PairwiseSGDState],
                  seed) -> PairwiseSGDState:
-    """Parallel chains of an epoch (:mod:`daskauc.engine.chains`).
-
-    With ``eta_t = 1 / (lam (t + t0))`` and the shrinking every ``rskip`` steps, the iterate is
-    a scaled sum of the hinge subgradients met: ``(t + t0) w_t = (t_s + t0) w_s + sum g``. The
-    chains' sums are added (``(t + t0) w = (t_s + t0) w_s + sum_k [(t_k + t0) w_k - (t_s + t0)
-    w_s]`` at ``t = t_s + sum_k (t_k - t_s)``), which is the sequential iterate up to where
-    the subgradients were evaluated; averaging the chains' iterates instead (parameter mixing)
-    counts each chain's new subgradients once over K (measured: covtype 2 chains -0.0045
-    test AUC against -0.0008 summed). ``wbar`` is the exact average of every chain's averaged
-    iterates; ``q`` summed."""
-    t = start.t + sum(f.t - start.t for f in finals)
-    s0 = start.t + start.t0
-    v = s0 * start.w + sum((f.t + start.t0) * f.w - s0 * start.w for f in finals)
+    """Parallel chains of an epoch (:mod:`daskauc.engine.chains`, "Chains that stand for the
+    sequential run"): ``w`` mixed by steps, ``wbar`` the exact average of every chain's
+    averaged iterates, ``t`` and ``q`` summed, ``clock`` the chains' (mixed by steps), the
+    velocity the merged move of ``w`` per step of the clock; the partner window the last
+    chunks visited by any chain, by the clock at which they joined (the sequential run's
+    order when the chains' strides are their shares of the round)."""
+    steps = [f.t - start.t for f in finals]
+    w, clock, velocity = merge_moving(start.w, _clock(start), [f.w for f in finals],
+                                      [_clock(f) for f in finals], steps, start.velocity)
     wbar = merge_running_average(start.wbar, start.q, [f.wbar for f in finals],
                                  [f.q for f in finals])
-    return replace(_last_partners(start, finals), w=v / (t + start.t0), t=t, wbar=wbar,
-                   q=start.q + sum(f.q - start.q for f in finals))
+    return replace(_merged_window(start, finals), w=w, wbar=wbar, t=start.t + sum(steps),
+                   q=start.q + sum(f.q - start.q for f in finals), clock=clock,
+                   velocity=velocity)
 
 
-def _last_partners(start: PairwiseSGDState, finals: list[PairwiseSGDState]
+def _clock(state: PairwiseSGDState) -> float:
+    return float(state.t if state.clock is None else state.clock)
+
+
+def _merged_window(start: PairwiseSGDState, finals: list[PairwiseSGDState]
                    ) -> PairwiseSGDState:
-    """``start`` with the partner window of the last chain that has one (the chunks it
-    visited last, random chunks of the round, as one chain's are)."""
-    for f in reversed(finals):
-        if f.partners:
-            return replace(start, partners=f.partners, partners_chunk=f.partners_chunk,
-                           partners_of=f.partners_of)
-    return start
-
-
-def merge_last_iterates(start: PairwiseSGDState, finals: list[PairwiseSGDState],
-                        seed) -> PairwiseSGDState:
-    """Parallel chains of NSVMSGD2 (no averaging; its output is the last iterate): the
-    chains' iterates mixed by steps (:func:`daskauc.engine.chains.merge_by_steps`), ``t``
-    summed. Adding their subgradient sums as :func:`merge_chains` does extrapolates when the
-    step is nearly constant (the eta0 search gives ``t0`` far above an epoch's steps): each
-    chain moves ``w`` about as far as one sequential epoch would, and K such moves from one
-    start overshoot K-fold (measured: 2 chains -0.003 to -0.014 test AUC, 4 chains -0.06 to
-    -0.25, against -0.001 to +0.003 mixed)."""
-    return merge_by_steps(_last_partners(start, finals), finals, counter="t")
+    """``start`` with the partner window of the last chunks any chain visited: every
+    chain's entries (the start's ones each chain kept count once), the latest of each chunk,
+    the most recent by the clock at which they joined, as many as the longest window."""
+    size = max(len(f.partners) for f in (start, *finals))
+    latest: dict = {}
+    for f in (start, *finals):
+        for k, chunk in enumerate(f.partners_chunk):
+            at = _at(f, k)
+            if chunk not in latest or at > latest[chunk][0]:
+                latest[chunk] = (at, f.partners[k], f.partners_of[k])
+    window = sorted(latest.items(), key=lambda item: item[1][0])[len(latest) - size:]
+    return replace(start, partners=tuple(e[1] for _, e in window),
+                   partners_chunk=tuple(c for c, _ in window),
+                   partners_of=tuple(e[2] for _, e in window),
+                   partners_at=tuple(e[0] for _, e in window))
 
 
 def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
@@ -319,8 +335,9 @@ def pairwise_hinge_sgd(
     lam : L2 regularization lambda (the paper's grid is {1e-10, ..., 1e-7}).
     n_epochs : epochs to run; one epoch is ``n`` pair steps, one Dask graph.
     n_chains : chains run in parallel over shares of the chunks each epoch, combined at its
-        end (:mod:`daskauc.engine.chains`); 1 (default) is the sequential solver, "auto" one
-        per worker thread.
+        end (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential run"; the
+        first epoch one chain); 1 (default) is the sequential solver, "auto" the cost
+        model's count (:func:`daskauc.engine.stream.resolve_chains`).
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each
         chain instead of once per epoch.
     average : return the scheduled average ``wbar`` (NSAUC) or the last iterate (NSVMSGD2).
@@ -372,8 +389,8 @@ def pairwise_hinge_sgd(
     state, history = run_epochs(
         _nsauc_step, X, y, state, solver="nsauc", n_epochs=n_epochs, params=params,
         per_chunk=list(range(X.numblocks[0])), shuffle=shuffle,
-        n_chains=resolve_chains(n_chains),
-        merge=merge_chains if average else merge_last_iterates, sync_every=sync_every,
+        n_chains=resolve_chains(n_chains, X),
+        merge=merge_chains, sync_every=sync_every, strides=True, one_chain_first=True,
         record=lambda s, seconds: {"steps": s.t, "seconds": seconds},
         score=validation_score(validation, average),
         score_as=("val_auc", "val AUC"), callback=callback)

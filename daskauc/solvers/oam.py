@@ -225,7 +225,7 @@ def oam(
                          seed_entropy=entropy, seed_key=key)
     elif state.w.shape[0] != d:
         raise ValueError(f"X has {d} features but the previous fit had {state.w.shape[0]}")
-    chains = resolve_chains(n_chains)
+    chains = resolve_chains(n_chains, X)
     params = dict(C=float(C), eta=float(eta), update=update, average=bool(average),
                   shuffle=bool(shuffle))
     if chains > 1:

@@ -145,7 +145,7 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
     state, history = run_epochs(
         _opauc_step, Xd, yd, state, solver="opauc", n_epochs=n_epochs, shuffle=shuffle,
         params={"eta": float(eta), "lam": float(lam)},
-        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        n_chains=resolve_chains(n_chains, Xd), merge=merge_chains, sync_every=sync_every,
         record=objective_record(stats, lam, objective="w"), log=LOG,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,

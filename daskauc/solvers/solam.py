@@ -37,8 +37,13 @@ LS with penalty ``lam`` (the family's common scale).
 ``kappa=None`` uses the largest row norm seen so far, updated chunk by chunk before the chunk's
 rows are visited (SOLAM is a one-pass method; an exact kappa would cost a pass of its own).
 
-Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`). The saddle-point iterate
-``(w, a, b, alpha)`` is mixed as a whole, weighted by the steps each chain took: the primal
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`). Each chain stands for the
+sequential run ("Chains that stand for the sequential run": ``gamma = zeta / sqrt(clock)``,
+scaled by the chain's stride in its first round, then the sequential step and the other
+chains' move of the last round added to all of ``(w, a, b, alpha)``; NSOLAM's defaults on
+ijcnn1's embedding, 2 chains: -0.0008 test AUC when mixed alone, +0.0001 so). The
+saddle-point iterate ``(w, a, b, alpha)`` is mixed as a whole, weighted by the steps each
+chain took: the primal
 ``w, a, b`` and the dual ``alpha`` alike, as CoDA (Guo et al. 2020) averages the primal and
 dual variables of local primal-dual SGD on this min-max form of AUC. A convex combination stays
 in the projection sets (ball of ``w``, boxes of ``a, b, alpha``), and since at the saddle point
@@ -48,10 +53,10 @@ discard the epoch's progress in them. (Measured on the synthetic problem of
 ``tests/test_chains.py``, zeta 1 and 3, 2 and 4 chains, 4 seeds: keeping them, or adding the
 chains' increments instead, moved the test AUC by less than 0.0015.) The gamma-weighted
 averages ``wbar``, ``abar``, ``bbar``, ``alphabar`` are merged exactly, weighted by the sums of
-the gammas (every iterate of every chain counts with the gamma it was produced with); ``t``,
-the positives seen (hence ``p_t``) and the sum of the gammas are the start's plus the chains'
-increments, so ``gamma_t = zeta / sqrt(t)`` continues from the total; ``kappa`` is the largest
-of the chains'.
+the gammas (every iterate of every chain counts with the sequential run's gamma at its
+clock); ``t``, the positives seen (hence ``p_t``) and the sum of the gammas are the start's
+plus the chains' increments; the clock is the chains' mixed by steps; ``kappa`` is the
+largest of the chains'.
 """
 
 from __future__ import annotations
@@ -62,7 +67,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
-from ..engine.chains import add_increments, merge_running_average, mix_iterates
+from ..engine.chains import (
+    DRIFT_EVERY,
+    add_increments,
+    chain_frame,
+    merge_moving,
+    merge_running_average,
+)
 from ..engine.stream import resolve_chains, run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _solam_chunk
@@ -76,7 +87,9 @@ VARIANTS = ("paper", "authors")
 
 @dataclass(frozen=True)
 class SOLAMState:
-    """``scal`` holds a, b, alpha, their averages, the sum of the gammas, positives seen."""
+    """``scal`` holds a, b, alpha, their averages, the sum of the gammas, positives seen;
+    ``clock`` (None: ``t``) and ``velocity`` (of ``(w, a, b, alpha)``) as in
+    :class:`daskauc.solvers.nsauc.PairwiseSGDState`."""
 
     w: np.ndarray
     wbar: np.ndarray
@@ -86,6 +99,8 @@ class SOLAMState:
     epoch: int
     seed_entropy: int
     seed_key: tuple
+    clock: float | None = None
+    velocity: np.ndarray | None = None
 
 
 def initial_state(r: int, *, R: float, variant: str, penalty: str, random_state) -> SOLAMState:
@@ -99,7 +114,8 @@ def initial_state(r: int, *, R: float, variant: str, penalty: str, random_state)
     return SOLAMState(w, np.zeros(r), scal, 0, 0.0, 0, entropy, key)
 
 
-def _solam_step(Xb, yb, state: SOLAMState, seed, extra, *, zeta, R, kappa, mode, lam):
+def _solam_step(Xb, yb, state: SOLAMState, seed, extra, *, zeta, R, kappa, mode, lam,
+                stride=1.0):
     X = as_block(Xb)
     yv = np.asarray(yb, dtype=np.int8)
     order = row_order(seed, yv.shape[0])
@@ -112,25 +128,40 @@ def _solam_step(Xb, yb, state: SOLAMState, seed, extra, *, zeta, R, kappa, mode,
     w = state.w.copy()
     wbar = state.wbar.copy()
     scal = state.scal.copy()
-    t = _solam_chunk(X, yv, order, w, wbar, scal, state.t, float(zeta), float(R), kap, mode,
-                     float(lam))
-    return replace(state, w=w, wbar=wbar, scal=scal, t=int(t), kappa=kap)
+    clock = np.array([state.t if state.clock is None else state.clock], dtype=np.float64)
+    gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
+    t = _solam_chunk(X, yv, order, np.zeros(0) if drift is None else drift, w, wbar, scal,
+                     clock, state.t, float(zeta), float(R), kap, mode, float(lam),
+                     float(stride), gain, DRIFT_EVERY)
+    return replace(state, w=w, wbar=wbar, scal=scal, t=int(t), kappa=kap,
+                   clock=None if state.clock is None and stride == 1 else float(clock[0]))
 
 
 def merge_chains(start: SOLAMState, finals: list[SOLAMState], seed) -> SOLAMState:
-    """Parallel chains (:mod:`daskauc.engine.chains`): ``(w, a, b, alpha)`` mixed by steps,
-    the gamma-weighted averages exact (weighted by the sums of the gammas), ``t``, the
-    positives seen and the sum of the gammas summed, ``kappa`` the largest."""
+    """Parallel chains (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential
+    run"): ``(w, a, b, alpha)`` mixed by steps, with the clock and the velocity; the
+    gamma-weighted averages exact (weighted by the sums of the gammas), ``t``, the positives
+    seen and the sum of the gammas summed, ``kappa`` the largest."""
     steps = [f.t - start.t for f in finals]
     g0, gs = float(start.scal[6]), [float(f.scal[6]) for f in finals]
+    point, clock, velocity = merge_moving(
+        np.concatenate([start.w, start.scal[:3]]), _clock(start),
+        [np.concatenate([f.w, f.scal[:3]]) for f in finals], [_clock(f) for f in finals],
+        steps, start.velocity)
+    r = start.w.shape[0]
     scal = np.empty_like(start.scal)
-    scal[:3] = mix_iterates(start.scal[:3], [f.scal[:3] for f in finals], steps)
+    scal[:3] = point[r:]
     scal[3:6] = merge_running_average(start.scal[3:6], g0, [f.scal[3:6] for f in finals], gs)
     scal[6:] = add_increments(start.scal[6:], [f.scal[6:] for f in finals])
-    return replace(start, w=mix_iterates(start.w, [f.w for f in finals], steps),
+    return replace(start, w=point[:r],
                    wbar=merge_running_average(start.wbar, g0, [f.wbar for f in finals], gs),
                    scal=scal, t=start.t + sum(steps),
-                   kappa=max([start.kappa, *(f.kappa for f in finals)]))
+                   kappa=max([start.kappa, *(f.kappa for f in finals)]), clock=clock,
+                   velocity=velocity)
+
+
+def _clock(state: SOLAMState) -> float:
+    return float(state.t if state.clock is None else state.clock)
 
 
 def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "projection",
@@ -163,9 +194,9 @@ def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "project
     state : SOLAMState, optional
         Continue a previous run.
     n_chains : int or "auto"
-        Parallel chains per epoch (:mod:`daskauc.engine.chains`: ``(w, a, b, alpha)`` mixed
-        by steps, the gamma-weighted averages exact, the counters summed); 1 is the
-        sequential solver.
+        Parallel chains per epoch (:mod:`daskauc.engine.chains`: each stands for the
+        sequential run, ``(w, a, b, alpha)`` mixed by steps, the gamma-weighted averages
+        exact, the counters summed; the first epoch one chain); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.
 
@@ -208,7 +239,8 @@ def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "project
         _solam_step, Xd, yd, state, solver="solam", n_epochs=n_epochs, shuffle=shuffle,
         params={"zeta": float(zeta), "R": float(R), "kappa": kappa, "mode": mode,
                 "lam": lam_eff},
-        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        n_chains=resolve_chains(n_chains, Xd), merge=merge_chains, sync_every=sync_every,
+        strides=True, one_chain_first=True,
         record=objective_record(stats, lam_eff, objective="wbar"), log=LOG,
     )
     return SolverResult(coef=state.wbar.copy(), n_iter=state.epoch, converged=True,

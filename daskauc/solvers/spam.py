@@ -39,7 +39,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_param
-from ..engine.chains import merge_by_steps
+from ..engine.chains import (
+    DRIFT_EVERY,
+    chain_clock,
+    chain_frame,
+    merge_by_steps,
+    next_clock,
+)
 from ..engine.stream import resolve_chains, run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _spam_chunk
@@ -57,6 +63,9 @@ SCHEDULES = ("invsqrt", "inverse")
 
 @dataclass(frozen=True)
 class SPAMState:
+    """``clock`` (None: ``t``) and ``velocity`` as in
+    :class:`daskauc.solvers.nsauc.PairwiseSGDState`."""
+
     w: np.ndarray
     wbar: np.ndarray
     t: int
@@ -64,9 +73,12 @@ class SPAMState:
     epoch: int
     seed_entropy: int
     seed_key: tuple
+    clock: float | None = None
+    velocity: np.ndarray | None = None
 
 
-def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule):
+def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule,
+               stride=1.0):
     X = as_block(Xb)
     yv = np.asarray(yb, dtype=np.int8)
     order = row_order(seed, yv.shape[0])
@@ -74,14 +86,19 @@ def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule)
     p = m.p
     w = state.w.copy()
     wbar = state.wbar.copy()
-    t = _spam_chunk(X, yv, order, m.mean_pos, m.mean_neg, w, wbar, state.t, float(eta),
-                    schedule == "invsqrt", p, p * (1.0 - p) * lam, p * (1.0 - p) * l1)
-    return replace(state, w=w, wbar=wbar, t=int(t))
+    clock = chain_clock(state)
+    gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
+    t = _spam_chunk(X, yv, order, m.mean_pos, m.mean_neg,
+                    np.zeros(0) if drift is None else drift, w, wbar, clock, state.t,
+                    float(eta), schedule == "invsqrt", p, p * (1.0 - p) * lam,
+                    p * (1.0 - p) * l1, float(stride), gain, DRIFT_EVERY)
+    return replace(state, w=w, wbar=wbar, t=int(t), clock=next_clock(state, stride, clock))
 
 
 def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
-    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` mixed by steps, the uniform
-    average ``wbar`` over all chains' iterates (exact), ``t`` summed, the means fixed."""
+    """Parallel chains (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential
+    run"): ``w`` and the clock mixed by steps, with the velocity; the uniform average
+    ``wbar`` over all chains' iterates (exact), ``t`` summed, the means fixed."""
     return merge_by_steps(start, finals, counter="t", average="wbar")
 
 
@@ -118,8 +135,9 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     update_means : bool
         With ``state``: merge this X's class statistics into the state's first.
     n_chains : int or "auto"
-        Parallel chains per epoch (:mod:`daskauc.engine.chains`: ``w`` mixed by steps, the
-        average exact, the class means fixed); 1 is the sequential solver.
+        Parallel chains per epoch (:mod:`daskauc.engine.chains`: each stands for the
+        sequential run, ``w`` mixed by steps, the average exact, the class means fixed; the
+        first epoch one chain); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.
 
@@ -159,7 +177,8 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     state, history = run_epochs(
         _spam_step, Xd, yd, state, solver="spam", n_epochs=n_epochs, shuffle=shuffle,
         params={"lam": float(lam), "l1": float(l1), "eta": float(eta), "schedule": schedule},
-        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        n_chains=resolve_chains(n_chains, Xd), merge=merge_chains, sync_every=sync_every,
+        strides=True, one_chain_first=True,
         record=objective_record(stats, lam, objective="wbar", objective_last="w"), log=LOG,
     )
     return SolverResult(coef=(state.wbar if average else state.w).copy(), n_iter=state.epoch,

@@ -223,7 +223,7 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
     state, history = run_epochs(
         _spdam_step, Xd, yd, state, solver="spdam", n_epochs=n_epochs, shuffle=shuffle,
         per_chunk=list(range(len(chunks))), params={},
-        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        n_chains=resolve_chains(n_chains, Xd), merge=merge_chains, sync_every=sync_every,
         record=objective_record(stats, lam, objective="w"), log=LOG,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,

@@ -28,10 +28,12 @@ Dask graph ``daskauc-twopass-epoch-...`` threading ``w`` through the chunks in a
 order, rows inside a chunk in a random permutation (numba kernel
 ``_ls_kernels._twopass_sgd_chunk``, two O(r) loops per row).
 
-Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): pass 2 is plain SGD on ``w``, so
-the chains' iterates are mixed by the steps each took (Zinkevich et al. 2010), the step counter
-is the start's plus every chain's steps (``eta / sqrt(t)`` continues from the total), and the
-first pass's means stay the start's (they are fixed within an epoch).
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): pass 2 is plain SGD on ``w``;
+each chain stands for the sequential run ("Chains that stand for the sequential run": the
+step on the clock, scaled by its stride in its first round, then the sequential step and the
+other chains' move of the last round), the chains' iterates are mixed by the steps each
+took, the step counter is the start's plus every chain's steps, and the first pass's means
+stay the start's (they are fixed within an epoch).
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ import dask.array as da
 import numpy as np
 
 from .._validation import check_param
-from ..engine.chains import merge_by_steps
+from ..engine.chains import (
+    DRIFT_EVERY,
+    chain_clock,
+    chain_frame,
+    merge_by_steps,
+    next_clock,
+)
 from ..engine.stream import resolve_chains, run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _twopass_sgd_chunk
@@ -59,7 +67,9 @@ SCHEDULES = ("constant", "invsqrt")
 
 @dataclass(frozen=True)
 class TwoPassState:
-    """Model, step counter and first-pass statistics carried between chunks and calls."""
+    """Model, step counter and first-pass statistics carried between chunks and calls;
+    ``clock`` (None: ``t``) and ``velocity`` as in
+    :class:`daskauc.solvers.nsauc.PairwiseSGDState`."""
 
     w: np.ndarray
     t: int
@@ -67,23 +77,30 @@ class TwoPassState:
     epoch: int
     seed_entropy: int
     seed_key: tuple
+    clock: float | None = None
+    velocity: np.ndarray | None = None
 
 
-def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedule):
+def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedule,
+                  stride=1.0):
     X = as_block(Xb)
     yv = np.asarray(yb, dtype=np.int8)
     order = row_order(seed, yv.shape[0])
     m = state.means
     w = state.w.copy()
-    t = _twopass_sgd_chunk(X, yv, order, m.mean_pos, m.mean_neg, w, state.t, float(eta),
-                           schedule == "invsqrt", float(lam), 2.0 * m.n / m.n_pos,
-                           2.0 * m.n / m.n_neg)
-    return replace(state, w=w, t=int(t))
+    clock = chain_clock(state)
+    gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
+    t = _twopass_sgd_chunk(X, yv, order, m.mean_pos, m.mean_neg,
+                           np.zeros(0) if drift is None else drift, w, clock, state.t,
+                           float(eta), schedule == "invsqrt", float(lam), 2.0 * m.n / m.n_pos,
+                           2.0 * m.n / m.n_neg, float(stride), gain, DRIFT_EVERY)
+    return replace(state, w=w, t=int(t), clock=next_clock(state, stride, clock))
 
 
 def merge_chains(start: TwoPassState, finals: list[TwoPassState], seed) -> TwoPassState:
-    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` mixed by steps, ``t`` summed,
-    the means fixed (the start's)."""
+    """Parallel chains (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential
+    run"): ``w`` and the clock mixed by steps, with the velocity; ``t`` summed, the means
+    fixed (the start's)."""
     return merge_by_steps(start, finals, counter="t")
 
 
@@ -131,8 +148,9 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
         With ``state``: first merge the class statistics of this ``X`` into the state's
         (a pass over X), as ``partial_fit`` on a new batch of a stream does.
     n_chains : int or "auto"
-        Parallel chains per epoch of pass 2 (:mod:`daskauc.engine.chains`: ``w`` mixed by
-        steps, the step counter summed, the means fixed); 1 is the sequential solver.
+        Parallel chains per epoch of pass 2 (:mod:`daskauc.engine.chains`: each stands for
+        the sequential run, ``w`` mixed by steps, the step counter summed, the means fixed;
+        the first epoch one chain); 1 is the sequential solver.
     sync_every : int, optional
         With several chains, combine them after every ``sync_every`` chunks of each chain.
 
@@ -174,7 +192,8 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     state, history = run_epochs(
         _twopass_step, Xd, yd, state, solver="twopass", n_epochs=n_epochs, shuffle=shuffle,
         params={"lam": float(lam), "eta": float(eta), "schedule": schedule},
-        n_chains=resolve_chains(n_chains), merge=merge_chains, sync_every=sync_every,
+        n_chains=resolve_chains(n_chains, Xd), merge=merge_chains, sync_every=sync_every,
+        strides=True, one_chain_first=True,
         record=objective_record(stats, lam, objective="w"), log=LOG,
     )
     return SolverResult(coef=state.w.copy(), n_iter=state.epoch, converged=True,

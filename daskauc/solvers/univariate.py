@@ -17,11 +17,15 @@ Streaming exactly as :mod:`daskauc.solvers.oam`: one graph per epoch
 (``daskauc-uni-exp-epoch-...`` / ``daskauc-uni-squ-epoch-...``), a random chunk order and a
 random row order per chunk drawn by the Python step from the visit's ``SeedSequence``.
 
-Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`), for both losses: ``w`` and the
-offset ``b`` are mixed by the steps each chain took (parameter mixing, Zinkevich et al. 2010);
-the uniform averages ``wbar`` and ``bbar`` are merged exactly (the average of every chain's
-iterates and the start's); the step counter ``t`` and the positives seen are the start's plus
-every chain's increment, so ``eta_t = eta0 / sqrt(t)`` and ``p_t`` continue from the totals.
+Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`), for both losses: each chain
+stands for the sequential run ("Chains that stand for the sequential run": ``eta0 /
+sqrt(clock)``, scaled by its stride in its first round, then the sequential step and the
+other chains' move of the last round added to ``(w, b)``; Uni-Exp on standardized covtype,
+2 chains: -0.0012 test AUC when mixed alone, +0.0001 so); ``w`` and the offset ``b`` are
+mixed by the steps each chain took; the uniform averages ``wbar`` and ``bbar`` are merged
+exactly (the average of every chain's iterates and the start's); the step counter ``t``
+and the positives seen are the start's plus every chain's increment, so ``p_t`` continues
+from the totals.
 """
 
 from __future__ import annotations
@@ -30,7 +34,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..engine.chains import add_increments, merge_running_average, mix_iterates
+from ..engine.chains import (
+    DRIFT_EVERY,
+    add_increments,
+    chain_frame,
+    merge_moving,
+    merge_running_average,
+)
 from ..engine.stream import resolve_chains, run_epochs, seed_root
 from ._linear import validation_score
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
@@ -47,7 +57,8 @@ class UnivariateState:
 
     ``offset = [b, bbar]``; ``counts = [t steps done, positives seen]`` (so ``p_t`` is
     estimated from every row seen, over all epochs); ``epoch`` counts finished epochs and
-    ``seed_entropy`` / ``seed_key`` name the root ``SeedSequence``.
+    ``seed_entropy`` / ``seed_key`` name the root ``SeedSequence``; ``clock`` (None: ``t``)
+    and ``velocity`` (of ``(w, b)``) as in :class:`daskauc.solvers.nsauc.PairwiseSGDState`.
     """
 
     w: np.ndarray
@@ -57,6 +68,8 @@ class UnivariateState:
     epoch: int
     seed_entropy: int
     seed_key: tuple
+    clock: float | None = None
+    velocity: np.ndarray | None = None
 
 
 def univariate_draws(seed: np.random.SeedSequence, m: int, shuffle: bool) -> np.ndarray:
@@ -67,7 +80,7 @@ def univariate_draws(seed: np.random.SeedSequence, m: int, shuffle: bool) -> np.
 
 
 def _univariate_step(X_block, y_block, state: UnivariateState, seed, extra, *, loss, eta0,
-                     constant, lam, average, shuffle):
+                     constant, lam, average, shuffle, stride=1.0):
     X_block = np.ascontiguousarray(X_block)
     y_block = np.ascontiguousarray(y_block, dtype=np.int8)
     order = univariate_draws(seed, X_block.shape[0], shuffle)
@@ -75,24 +88,38 @@ def _univariate_step(X_block, y_block, state: UnivariateState, seed, extra, *, l
     wbar = state.wbar.copy()
     offset = state.offset.copy()
     counts = state.counts.copy()
-    _univariate_chunk(X_block, y_block, order, w, wbar, offset, counts, float(eta0),
-                      bool(constant), float(lam), int(loss), bool(average))
-    return replace(state, w=w, wbar=wbar, offset=offset, counts=counts)
+    clock = np.array([_clock(state)], dtype=np.float64)
+    gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
+    _univariate_chunk(X_block, y_block, order, np.zeros(0) if drift is None else drift, w,
+                      wbar, offset, counts, clock, float(eta0), bool(constant), float(lam),
+                      int(loss), bool(average), float(stride), gain, DRIFT_EVERY)
+    return replace(state, w=w, wbar=wbar, offset=offset, counts=counts,
+                   clock=None if state.clock is None and stride == 1 else float(clock[0]))
+
+
+def _clock(state: UnivariateState) -> float:
+    return float(state.counts[0] if state.clock is None else state.clock)
 
 
 def merge_chains(start: UnivariateState, finals: list[UnivariateState],
                  seed) -> UnivariateState:
-    """Parallel chains (:mod:`daskauc.engine.chains`): ``w`` and ``b`` mixed by steps,
-    ``wbar`` and ``bbar`` exact averages over every chain's steps, the counters summed."""
+    """Parallel chains (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential
+    run"): ``w`` and ``b`` mixed by steps, with the clock and the velocity; ``wbar`` and
+    ``bbar`` exact averages over every chain's steps, the counters summed."""
     t0 = int(start.counts[0])
     ts = [int(f.counts[0]) for f in finals]
     steps = [t - t0 for t in ts]
+    point, clock, velocity = merge_moving(
+        np.append(start.w, start.offset[0]), _clock(start),
+        [np.append(f.w, f.offset[0]) for f in finals], [_clock(f) for f in finals], steps,
+        start.velocity)
     offset = np.array([
-        mix_iterates(start.offset[:1], [f.offset[:1] for f in finals], steps)[0],
+        point[-1],
         merge_running_average(start.offset[1:], t0, [f.offset[1:] for f in finals], ts)[0]])
-    return replace(start, w=mix_iterates(start.w, [f.w for f in finals], steps),
+    return replace(start, w=point[:-1],
                    wbar=merge_running_average(start.wbar, t0, [f.wbar for f in finals], ts),
-                   offset=offset, counts=add_increments(start.counts, [f.counts for f in finals]))
+                   offset=offset, counts=add_increments(start.counts, [f.counts for f in finals]),
+                   clock=clock, velocity=velocity)
 
 
 def univariate_sgd(
@@ -132,9 +159,10 @@ def univariate_sgd(
     chunk_rows : rows per chunk for numpy input (or to rechunk dask input).
     validation : optional ``(X_val, y_val)`` (y in {-1, +1}); its AUC goes in the history.
     callback : called as ``callback(epoch, history_row)`` after every epoch.
-    n_chains : parallel chains per epoch (:mod:`daskauc.engine.chains`: ``w`` and ``b`` mixed
-        by steps, the averages exact, the counters summed); 1 (default) is the sequential
-        algorithm, "auto" one per worker thread.
+    n_chains : parallel chains per epoch (:mod:`daskauc.engine.chains`: each stands for the
+        sequential run, ``w`` and ``b`` mixed by steps, the averages exact, the counters
+        summed; the first epoch one chain); 1 (default) is the sequential algorithm, "auto"
+        the cost model's count (:func:`daskauc.engine.stream.resolve_chains`).
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each.
 
     Returns
@@ -178,8 +206,8 @@ def univariate_sgd(
                   lam=float(lam), average=bool(average), shuffle=bool(shuffle))
     state, history = run_epochs(
         _univariate_step, X, y, state, solver=solver, n_epochs=n_epochs, params=params,
-        shuffle=shuffle, n_chains=resolve_chains(n_chains), merge=merge_chains,
-        sync_every=sync_every,
+        shuffle=shuffle, n_chains=resolve_chains(n_chains, X), merge=merge_chains,
+        sync_every=sync_every, strides=True, one_chain_first=True,
         record=lambda s, seconds: {"steps": int(s.counts[0]), "seconds": seconds},
         finite=lambda s: (s.w, s.offset),
         diverged="{solver} diverged in epoch {epoch} (non-finite coefficients); lower eta0, "

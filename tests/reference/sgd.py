@@ -4,23 +4,31 @@ import numpy as np
 
 
 def pairwise_hinge_steps(X, pos, neg, ri, rj, w, wbar, t, q, lam, t0, rskip, askip,
-                         average_start=0, partners=None):
-    """Plain-Python loop over the same steps the kernel runs; returns (w, wbar, t, q).
-    ``rj[s] < 0`` names row ``-1 - rj[s]`` of ``partners``."""
+                         average_start=0, partners=None, *, clock=None, stride=1.0, gain=1.0,
+                         drift=None):
+    """Plain-Python loop over the same steps the kernel runs; returns (w, wbar, t, q, clock).
+    ``rj[s] < 0`` names row ``-1 - rj[s]`` of ``partners``. A chain's frame
+    (daskauc.engine.chains.chain_frame): the step's schedule runs on ``clock`` (``t`` when
+    None), which advances ``stride`` per step; steps and shrinks are ``gain`` times the
+    sequential ones; ``drift`` is added after every ``rskip``-th step's shrink."""
     w = np.array(w, dtype=np.float64)
     wbar = np.array(wbar, dtype=np.float64)
+    c = float(t if clock is None else clock)
     for s in range(len(ri)):
         xj = X[neg[rj[s]]] if rj[s] >= 0 else partners[-1 - rj[s]]
         x = X[pos[ri[s]]].astype(np.float64) - xj.astype(np.float64)
         t += 1
+        c += stride
         if float(np.dot(w, x)) < 1.0:
-            w = w + x / (lam * (t + t0))
+            w = w + gain * x / (lam * (c + t0))
         if t % rskip == 0:
-            w = w - max(0.0, 0.0) * w - min(1.0, rskip / (t + t0)) * w
-        if askip > 0 and t > average_start and t % askip == 0:
+            w = w - min(1.0, gain * rskip / (c + t0)) * w
+            if drift is not None:
+                w = w + drift
+        if askip > 0 and c > average_start and t % askip == 0:
             wbar = (q * wbar + w) / (q + 1)
             q += 1
-    return w, wbar, t, q
+    return w, wbar, t, q, c
 
 
 def regularized_cost_after_pass(D, eta, lam):
