@@ -17,10 +17,10 @@ Each process also counts numba's compilations (its ``numba:compile`` events: a k
 from the cache raises none) during each fit, and on a 2-worker ``LocalCluster``
 (``--mode cluster``: ``daskauc.cluster.get_client(n_workers=2)``, one thread per worker,
 which loads daskauc on the workers as it starts them; the training rows written to a dataset
-store before the timing and fitted from it) the compilations of the workers too. ``daskauc demo`` (a LocalCluster of
-its own) is run the same way, first ever then fresh. ``fresh / warm`` is the issue 27 target
-(at most 1.5); the best of ``--repeats`` fresh processes is taken (on a shared machine a run
-can only come out slower).
+store before the timing and fitted from it) the compilations of the workers too.
+``daskauc demo`` (a LocalCluster of its own) is run the same way, first ever then fresh.
+``fresh / warm`` is the issue 27 target (at most 1.5); the best of ``--repeats`` fresh
+processes is taken (on a shared machine a run can only come out slower).
 
 ``python -m benchmarks.cold_start [--only NSAUC,...] [--mode threaded,cluster]
 [--warmup]`` writes docs/benchmarks/cold_start.{json,md}. ``--warmup``: the first-ever

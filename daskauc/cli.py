@@ -1,4 +1,4 @@
-"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, demo, cluster.
+"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, demo, warmup, cluster.
 
 Every subcommand is a thin layer over the public API. Progress bars and log lines go to
 stderr, results to stdout (``--json`` for machine-readable results). Without ``--scheduler``
@@ -496,6 +496,38 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_warmup(args) -> int:
+    """Compile (or load) every numba kernel the default fits use, so that later processes
+    load them from numba's on-disk cache: once after installing, or in a container image."""
+    from .estimators._warmup import warm_up
+
+    tic = time.perf_counter()
+    address = _scheduler(args)
+    if address:  # one worker per host: the workers of a host share its on-disk cache
+        from .engine.cluster import get_client
+
+        client = get_client(address, quiet=True)
+        try:
+            hosts: dict[str, str] = {}
+            for worker, info in client.scheduler_info()["workers"].items():
+                hosts.setdefault(info["host"], worker)
+            _log(f"warming up numba's cache on {len(hosts)} host(s) ...")
+            done = client.run(warm_up, workers=sorted(hosts.values()))
+            steps = {w: round(sum(v.values()), 1) for w, v in done.items()}
+        finally:
+            client.close()
+    else:
+        import dask
+
+        _log("compiling (or loading) numba's kernels on small data ...")
+        with dask.config.set(scheduler="threads"):
+            steps = {"here": round(sum(warm_up().values()), 1)}
+    seconds = time.perf_counter() - tic
+    _result(args, {"seconds": seconds, "hosts": steps},
+            f"numba's kernels compiled and cached in {seconds:.1f} s")
+    return 0
+
+
 def cmd_cluster(args) -> int:
     """Start a local cluster that stays until interrupted; later commands use --scheduler."""
     import signal
@@ -722,6 +754,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "removed at the end)")
     p.add_argument("--keep", action="store_true",
                    help="keep the temporary directory and print its path")
+
+    command("warmup", "compile numba's kernels into its on-disk cache (once after installing, "
+            "or when building a container image), so that first fits do not compile; with "
+            "--scheduler, on one worker of each host", cmd_warmup)
 
     p = command("cluster", "start a local Dask cluster that stays until Ctrl-C, for later "
                 "commands (--scheduler) and the dashboard", cmd_cluster)
