@@ -496,11 +496,20 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _warm_up_here() -> float:
+    """:func:`daskauc.estimators._warmup.warm_up` in this process on the threaded scheduler
+    (on a worker: as a task, so the worker keeps answering); returns its seconds."""
+    import dask
+
+    from .estimators._warmup import warm_up
+
+    with dask.config.set(scheduler="threads"):
+        return sum(warm_up().values())
+
+
 def cmd_warmup(args) -> int:
     """Compile (or load) every numba kernel the default fits use, so that later processes
     load them from numba's on-disk cache: once after installing, or in a container image."""
-    from .estimators._warmup import warm_up
-
     tic = time.perf_counter()
     address = _scheduler(args)
     if address:  # one worker per host: the workers of a host share its on-disk cache
@@ -509,19 +518,18 @@ def cmd_warmup(args) -> int:
         client = get_client(address, quiet=True)
         try:
             hosts: dict[str, str] = {}
-            for worker, info in client.scheduler_info()["workers"].items():
+            for worker, info in sorted(client.scheduler_info()["workers"].items()):
                 hosts.setdefault(info["host"], worker)
-            _log(f"warming up numba's cache on {len(hosts)} host(s) ...")
-            done = client.run(warm_up, workers=sorted(hosts.values()))
-            steps = {w: round(sum(v.values()), 1) for w, v in done.items()}
+            _log(f"compiling (or loading) numba's kernels on {len(hosts)} host(s) ...")
+            futures = {host: client.submit(_warm_up_here, workers=[worker], pure=False,
+                                           allow_other_workers=False)
+                       for host, worker in hosts.items()}
+            steps = {host: round(f.result(), 1) for host, f in futures.items()}
         finally:
             client.close()
     else:
-        import dask
-
         _log("compiling (or loading) numba's kernels on small data ...")
-        with dask.config.set(scheduler="threads"):
-            steps = {"here": round(sum(warm_up().values()), 1)}
+        steps = {"here": round(_warm_up_here(), 1)}
     seconds = time.perf_counter() - tic
     _result(args, {"seconds": seconds, "hosts": steps},
             f"numba's kernels compiled and cached in {seconds:.1f} s")
