@@ -1,4 +1,4 @@
-"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, demo, cluster.
+"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, demo, warmup, cluster.
 
 Every subcommand is a thin layer over the public API. Progress bars and log lines go to
 stderr, results to stdout (``--json`` for machine-readable results). Without ``--scheduler``
@@ -496,6 +496,46 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _warm_up_here() -> float:
+    """:func:`daskauc.estimators._warmup.warm_up` in this process on the threaded scheduler
+    (on a worker: as a task, so the worker keeps answering); returns its seconds."""
+    import dask
+
+    from .estimators._warmup import warm_up
+
+    with dask.config.set(scheduler="threads"):
+        return sum(warm_up().values())
+
+
+def cmd_warmup(args) -> int:
+    """Compile (or load) every numba kernel the default fits use, so that later processes
+    load them from numba's on-disk cache: once after installing, or in a container image."""
+    tic = time.perf_counter()
+    address = _scheduler(args)
+    if address:  # one worker per host: the workers of a host share its on-disk cache
+        from .engine.cluster import get_client
+
+        client = get_client(address, quiet=True)
+        try:
+            hosts: dict[str, str] = {}
+            for worker, info in sorted(client.scheduler_info()["workers"].items()):
+                hosts.setdefault(info["host"], worker)
+            _log(f"compiling (or loading) numba's kernels on {len(hosts)} host(s) ...")
+            futures = {host: client.submit(_warm_up_here, workers=[worker], pure=False,
+                                           allow_other_workers=False)
+                       for host, worker in hosts.items()}
+            steps = {host: round(f.result(), 1) for host, f in futures.items()}
+        finally:
+            client.close()
+    else:
+        _log("compiling (or loading) numba's kernels on small data ...")
+        steps = {"here": round(_warm_up_here(), 1)}
+    seconds = time.perf_counter() - tic
+    _result(args, {"seconds": seconds, "hosts": steps},
+            f"numba's kernels compiled and cached in {seconds:.1f} s")
+    return 0
+
+
 def cmd_cluster(args) -> int:
     """Start a local cluster that stays until interrupted; later commands use --scheduler."""
     import signal
@@ -722,6 +762,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "removed at the end)")
     p.add_argument("--keep", action="store_true",
                    help="keep the temporary directory and print its path")
+
+    command("warmup", "compile numba's kernels into its on-disk cache (once after installing, "
+            "or when building a container image), so that first fits do not compile; with "
+            "--scheduler, on one worker of each host", cmd_warmup)
 
     p = command("cluster", "start a local Dask cluster that stays until Ctrl-C, for later "
                 "commands (--scheduler) and the dashboard", cmd_cluster)

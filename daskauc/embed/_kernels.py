@@ -169,7 +169,7 @@ def _nearest_center_tile(
     best2 = np.empty_like(best)
     labels2 = np.empty_like(labels)
     flip = False  # True: the running values are in best2 / labels2
-    j = 0
+    j = np.int64(0)  # not the literal 0, which would compile _fold_centers8 once more
     while j + 8 <= t:
         if flip:
             _fold_centers8(GT, csq, j, j0, best2, labels2, best, labels)
@@ -184,9 +184,10 @@ def _nearest_center_tile(
             _fold_center(GT[j], csq[j], j0 + j, best, labels, best2, labels2)
         flip = not flip
         j += 1
-    if flip:
-        best[:] = best2
-        labels[:] = labels2
+    if flip:  # element by element: a slice copy compiles numba's shape-error message code
+        for i in range(b):
+            best[i] = best2[i]
+            labels[i] = labels2[i]
 
 
 @njit(**_JIT)

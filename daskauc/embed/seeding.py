@@ -184,7 +184,9 @@ def _kmeans_plusplus_steps(S, ssq, centers, csq, assign, closest, cumsum, rng, t
         best = int(np.argmin(gains))
         centers[j] = Y[best]
         csq[j] = ssq[cand[best]]
-        _kpp_accept(S, S[cand[best]], G[:j, best], csq, cumsum, assign, closest, csq[j], j)
+        # the column contiguous, as the kernel's first call has it: one compiled signature
+        _kpp_accept(S, S[cand[best]], np.ascontiguousarray(G[:j, best]), csq, cumsum, assign,
+                    closest, csq[j], j)
 
 
 def kmeans_parallel(

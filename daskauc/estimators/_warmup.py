@@ -1,0 +1,139 @@
+"""Compile numba's kernels ahead of the first fit: ``daskauc warmup``.
+
+Every kernel is compiled with ``cache=True``: the first process that calls it with a new type
+signature compiles it (0.1-1 s a kernel) and writes the machine code to numba's on-disk cache
+(``__pycache__`` beside the kernel's file, else the user's cache directory, or
+``NUMBA_CACHE_DIR``); later processes load it in milliseconds. The cache starts empty after an
+installation, and a kernel file's entries are dropped whenever the file changes (numba keys
+them on its modification time and size), so without a warm-up the first fits after either pay
+the compilation: 5-10 s for a preset on spambase, on each new machine or container.
+
+:func:`warm_up` runs, on small data, what the default fits run: the shipped spambase file
+ingested, split and standardized; every public estimator and transformer with its default
+arguments (``KernelAUC`` with small grids and both routes: its default search is the same
+kernels many more times) on numpy and on a dataset store (read-only chunks are another type
+signature); the k-means Nystroem embedding written to a store and a model fitted from it;
+decision functions and the exact AUC. It takes seconds once the cache is populated, and
+returns the seconds of each step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import warnings
+
+import dask.array as da
+import numpy as np
+
+#: rows of the small fits (several chunks of CHUNK_ROWS, both classes in each)
+ROWS, CHUNK_ROWS = 300, 100
+
+#: KernelAUC's default search with small grids: the kernels of the search and the width walk
+_KERNEL_SMALL = dict(n_centres=64, selection_centres=16, cv=2, width_rows=300,
+                     gamma_grid=[0.5, 1.0], lam_grid=[1e-2, 1e-4], random_state=0)
+
+
+def _estimators() -> dict:
+    """name -> a constructor of the estimator with its default arguments (``random_state=0``),
+    or the small settings of :data:`_KERNEL_SMALL` for KernelAUC."""
+    from .kernel import KernelAUC
+    from .least_squares import LSAUC, OPAUC, SOLAM, SPAM, SPDAM, TwoPassAUC
+    from .online import OAM, UnivariateAUC
+    from .pairwise_sgd import PairwiseHingeSGD
+    from .presets import NBAUC, NOAM, NSAUC, NSOLAM, NSVMSGD2, RFAUC, KernelRankSVM
+    from .ranksvm import RankSVM
+
+    seeded = (PairwiseHingeSGD, RankSVM, OAM, UnivariateAUC, NSAUC, NSVMSGD2, NBAUC, RFAUC,
+              KernelRankSVM, NOAM, NSOLAM, TwoPassAUC, OPAUC, SOLAM, SPAM, SPDAM)
+    out = {cls.__name__: (lambda cls=cls: cls(random_state=0)) for cls in seeded}
+    out["LSAUC"] = LSAUC
+    for solver in ("kernel", "embedding"):
+        out[f"KernelAUC(solver={solver!r})"] = (
+            lambda solver=solver: KernelAUC(solver=solver, **_KERNEL_SMALL))
+    out["KernelAUC(loss='least_squares')"] = (
+        lambda: KernelAUC(loss="least_squares", solver="kernel", **_KERNEL_SMALL))
+    return out
+
+
+def _transformers() -> dict:
+    from ..data.scale import MinMaxScaler, StandardScaler
+    from ..embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures
+
+    return {"StandardScaler": StandardScaler, "MinMaxScaler": MinMaxScaler,
+            "KMeansNystroem": lambda: KMeansNystroem(random_state=0),
+            "MiniBatchKMeans": lambda: MiniBatchKMeans(random_state=0),
+            "RandomFourierFeatures": lambda: RandomFourierFeatures(random_state=0)}
+
+
+def warm_up(workdir: str | None = None, *, only: tuple[str, ...] | None = None
+            ) -> dict[str, float]:
+    """Run what the default fits run on small data, so that numba compiles (or loads) every
+    kernel they use; returns the seconds of each step.
+
+    ``workdir``: where the small dataset stores go (a temporary directory, removed, by
+    default); ``only``: the names of the estimators and transformers to fit (all by default;
+    the ingest, split and embedding steps always run). Runs on the current Dask scheduler.
+    """
+    from .._dataset import open_dataset
+    from ..data.default import default_dataset_path
+    from ..data.ingest import ingest, write_dataset
+    from ..data.scale import StandardScaler
+    from ..data.split import split_store
+    from ..embed import KMeansNystroem
+    from ..metrics import roc_auc
+    from .pairwise_sgd import PairwiseHingeSGD
+
+    seconds: dict[str, float] = {}
+
+    def step(name, fn):
+        tic = time.perf_counter()
+        out = fn()
+        seconds[name] = time.perf_counter() - tic
+        return out
+
+    log = logging.getLogger("daskauc")
+    level = log.level
+    log.setLevel(max(logging.WARNING, log.getEffectiveLevel()))  # the small fits' log lines
+    try:
+        with tempfile.TemporaryDirectory(prefix="daskauc-warmup-", dir=workdir) as tmp, \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = lambda name: os.path.join(tmp, name)  # noqa: E731
+            step("ingest", lambda: ingest(default_dataset_path(), p("all.zarr"), shuffle=True,
+                                          random_state=0, chunk_rows=1000))
+            step("split", lambda: split_store(p("all.zarr"), p("train.zarr"), p("test.zarr"),
+                                              random_state=0))
+            train = open_dataset(p("train.zarr"))
+            scaler = step("standardize", lambda: StandardScaler().fit(train.X))
+            X = np.asarray(scaler.transform(train.X[:ROWS]).compute(), dtype=np.float64)
+            y = np.asarray(train.y[:ROWS].compute())
+            step("small store", lambda: write_dataset(
+                da.from_array(X, chunks=(CHUNK_ROWS, -1)), da.from_array(y, chunks=CHUNK_ROWS),
+                p("small.zarr")))
+            fmap = KMeansNystroem(n_components=64, random_state=0)
+            step("embedding store", lambda: fmap.fit(X).write_embedding(
+                p("small.zarr"), p("emb.zarr")))
+            emb = open_dataset(p("emb.zarr"))
+            step("fit on the embedding store",
+                 lambda: PairwiseHingeSGD(random_state=0).fit(emb.X, emb.y).decision_function(
+                     emb.X).compute())
+            transformers = _transformers()
+            for name, make in {**transformers, **_estimators()}.items():
+                if only is not None and name not in only:
+                    continue
+                for kind, (Xf, yf) in (("numpy", (X, y)), ("store", (p("small.zarr"), None))):
+                    def fit(make=make, Xf=Xf, yf=yf, name=name):
+                        model = make()
+                        if name in transformers:
+                            model.fit(Xf)
+                            return model.transform(X)
+                        model.fit(Xf, yf)
+                        return roc_auc(y, np.asarray(model.decision_function(X)))
+
+                    step(f"{name} ({kind})", fit)
+    finally:
+        log.setLevel(level)
+    return seconds
