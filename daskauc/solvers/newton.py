@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 
@@ -84,7 +85,9 @@ def sampled_pair_moments(X: da.Array, y: np.ndarray, rows: int | None = None,
     idx = stratified_subsample(y, int(rows), np.random.default_rng(seed))
     if idx.size < y.size:
         (Xs,) = compute(sample_rows(X, idx))
-        return pair_second_moment(class_statistics(np.asarray(Xs), y[idx]))
+        # the sample is here: its statistics are computed here, not sent back to a cluster
+        with dask.config.set(scheduler="sync"):
+            return pair_second_moment(class_statistics(np.asarray(Xs), y[idx]))
     return pair_second_moment(class_statistics(X, y))
 
 
