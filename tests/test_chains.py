@@ -781,6 +781,10 @@ def test_chains_reach_the_one_chain_auc_deterministically(cls, kw):
 
 
 def test_chains_run_on_both_workers_of_a_process_cluster(dask_cluster_client, monkeypatch):
+    """NSAUC on the 2-process cluster, three epochs (the first one chain, then two chains):
+    the chains ran on both workers, the partner window stayed there between epochs (the
+    client got each epoch's state without it: ``run_epochs(remote=...)``, submitted ahead),
+    and the model is the threaded scheduler's with the same split of the chunks."""
     from distributed import get_task_stream
 
     from daskauc.engine import stream
@@ -789,12 +793,17 @@ def test_chains_run_on_both_workers_of_a_process_cluster(dask_cluster_client, mo
     X, y = X0.persist(), y0.persist()
     holders = stream.chunk_holders(X)
     with get_task_stream(dask_cluster_client) as ts:
-        cluster_fit = PairwiseHingeSGD(n_epochs=1, random_state=0, n_chains=2,
+        cluster_fit = PairwiseHingeSGD(n_epochs=3, random_state=0, n_chains=2,
                                        lam=1e-4).fit(X, y)
-    workers = {t["worker"] for t in ts.data if "daskauc-nsauc-epoch" in str(t["key"])}
+    workers = {t["worker"] for t in ts.data if "merge" in str(t["key"])
+               or "daskauc-nsauc-epoch" in str(t["key"])}
+    assert any("merge" in str(t["key"]) for t in ts.data)
     # the chains split the chunks by where they are held; the same split without a cluster
     monkeypatch.setattr(stream, "chunk_holders", lambda X: holders)
     with dask.config.set(scheduler="threads"):
-        local = PairwiseHingeSGD(n_epochs=1, random_state=0, n_chains=2, lam=1e-4).fit(X0, y0)
+        local = PairwiseHingeSGD(n_epochs=3, random_state=0, n_chains=2, lam=1e-4).fit(X0, y0)
     np.testing.assert_allclose(cluster_fit.coef_, local.coef_, rtol=1e-12, atol=1e-14)
+    assert [h["epoch"] for h in cluster_fit.history_] == [1, 2, 3]
+    assert [h["steps"] for h in cluster_fit.history_] == [h["steps"] for h in local.history_]
     assert len(workers) == 2
+    assert cluster_fit._solver_state.partners  # the whole state at the end

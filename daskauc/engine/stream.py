@@ -107,6 +107,7 @@ def epoch_graph(
     merge: Callable[..., Any] | None = None,
     sync_every: int | None = None,
     strides: bool = False,
+    holders: Sequence[tuple[str, ...]] | None | str = "find",
 ) -> Delayed:
     """Build the graph of one epoch; return a Delayed of the final state.
 
@@ -134,6 +135,8 @@ def epoch_graph(
         the round over the rows of the chain's share: the rows of one chain's visit that
         each of its rows stands for (:mod:`daskauc.engine.chains`, "Chains that stand for
         the sequential run"). One chain gets no ``stride``.
+    holders : the workers holding each chunk of a persisted ``X`` (:func:`chunk_holders`),
+        None for none; "find" asks the scheduler now.
     """
     if len(X.chunks[1]) != 1:
         raise ValueError("X must be chunked along rows only")
@@ -171,7 +174,10 @@ def epoch_graph(
         layer[start] = state if shared is state else (_same, shared)
     # where each chunk is held when X is persisted on a cluster: a chain then visits the
     # chunks of one worker and runs there, so no chunk travels (None: anywhere is as good)
-    holders = None if stream else chunk_holders(X)
+    if stream:
+        holders = None
+    elif isinstance(holders, str):
+        holders = chunk_holders(X)
     placement: dict = {}
     # consecutive visits of a chain share a task, so that scheduling a task (a round trip to
     # the scheduler, ~4 ms here) is small beside its work
@@ -461,6 +467,7 @@ def run_epochs(
     sync_every: int | None = None,
     strides: bool = False,
     one_chain_first: bool = False,
+    remote: tuple[str, ...] = (),
     seed_root: tuple[int, tuple] | None = None,
     start: Callable[[Any], Any] | None = None,
     record: Callable[[Any, float], dict] | None = None,
@@ -489,6 +496,9 @@ def run_epochs(
         The chain of the epoch (:func:`epoch_graph`), the solver's name ``solver`` in its keys.
     one_chain_first : the first epoch of a run (epoch 0) is one chain whatever ``n_chains``
         (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential run").
+    remote : fields of the state (large, and needed by no function here) that stay on the
+        cluster between epochs when a distributed client runs them: the epochs are then
+        submitted ahead (:func:`_pipelined_epochs`); ``start`` must be None.
     start : the state an epoch starts from, made from the state the last epoch ended in.
     record : ``record(state, seconds)``, the epoch's history record after ``"epoch"``
         (default ``{"seconds": seconds}``); ``seconds`` is the time of the epoch's compute.
@@ -501,36 +511,35 @@ def run_epochs(
     unit : what the progress bar counts (:func:`daskauc.engine.progress.report`).
     callback : ``callback(epoch, record)`` after every epoch (checkpoints).
     """
+    from .._compute import distributed_client
     from .._validation import without_finite_check
 
     history = []
     n_chunks = X.numblocks[0]
     X_unchecked = without_finite_check(X)  # the NaN check runs in the first epoch only
-    for e in range(int(n_epochs)):
+    first = state.epoch if seed_root is None else 0
+    # where the chunks are, once for the run: a chunk copied to a second worker during it
+    # (a chain task run elsewhere) would otherwise change later epochs' split of the chunks
+    where = None if not is_materialized(X_unchecked) else chunk_holders(X_unchecked)
+
+    def plan(e):
+        number = first + e
         if seed_root is None:
-            number = state.epoch
             order, seeds = epoch_plan(state.seed_entropy, state.seed_key, number, n_chunks,
                                       shuffle)
         else:
-            number = e
-            order, seeds = epoch_plan(*seed_root, e, n_chunks, shuffle)
-        tic = time.perf_counter()
-        state = run_epoch(step, X if e == 0 else X_unchecked, y,
-                          state if start is None else start(state), solver=solver,
-                          order=order, seeds=seeds, per_chunk=per_chunk, params=params,
-                          n_chains=1 if one_chain_first and number == 0 else n_chains,
-                          merge=merge, sync_every=sync_every, strides=strides)
-        if seed_root is None:
-            state = replace(state, epoch=state.epoch + 1)
-            epoch = state.epoch
-        else:
-            epoch = e + 1
-        if finite is not None and not all(np.isfinite(a).all() for a in finite(state)):
+            order, seeds = epoch_plan(*seed_root, number, n_chunks, shuffle)
+        return dict(order=order, seeds=seeds, solver=solver, per_chunk=per_chunk,
+                    params=params, n_chains=1 if one_chain_first and number == 0 else n_chains,
+                    merge=merge, sync_every=sync_every, strides=strides, holders=where)
+
+    def done(e, light, seconds):  # an epoch's checks, history row, progress, log, callback
+        epoch = first + e + 1
+        if finite is not None and not all(np.isfinite(a).all() for a in finite(light)):
             raise FloatingPointError(diverged.format(solver=solver, epoch=epoch))
-        seconds = time.perf_counter() - tic
-        row = {"epoch": epoch, **(record(state, seconds) if record else {"seconds": seconds})}
+        row = {"epoch": epoch, **(record(light, seconds) if record else {"seconds": seconds})}
         if score is not None:
-            row[score_as[0]] = score(state)
+            row[score_as[0]] = score(light)
         history.append(row)
         report_progress(e + 1, n_epochs, unit)
         if log is not None:
@@ -538,7 +547,65 @@ def run_epochs(
                         f", {score_as[1]} {row[score_as[0]]:.4f}" if score is not None else "")
         if callback is not None:
             callback(epoch, row)
+
+    client = distributed_client() if remote and start is None else None
+    if client is not None and int(n_epochs) > 0:
+        return _pipelined_epochs(client, step, X, X_unchecked, y, state, int(n_epochs), plan,
+                                 done, remote, advance=seed_root is None), history
+    for e in range(int(n_epochs)):
+        tic = time.perf_counter()
+        state = run_epoch(step, X if e == 0 else X_unchecked, y,
+                          state if start is None else start(state), **plan(e))
+        if seed_root is None:
+            state = replace(state, epoch=state.epoch + 1)
+        done(e, state, time.perf_counter() - tic)
     return state, history
+
+
+def _advance(state):
+    """The state after its epoch: the epoch count one more."""
+    return replace(state, epoch=state.epoch + 1)
+
+
+def _light(state, remote: tuple[str, ...]):
+    """``state`` without its fields ``remote`` (None in their place): what the client needs
+    of an epoch's end."""
+    return replace(state, **dict.fromkeys(remote))
+
+
+def _pipelined_epochs(client, step, X, X_unchecked, y, state, n_epochs: int, plan, done,
+                      remote: tuple[str, ...], *, advance: bool):
+    """``run_epochs`` on a distributed client for a state whose fields ``remote`` are large:
+    the state stays on the cluster from epoch to epoch (each epoch's graph starts from the
+    last one's persisted end) and the client gets it without them (:func:`_light`) for the
+    epoch's checks and record. Epoch ``e + 1`` is submitted before the client waits for
+    epoch ``e``, so the client's round trip and the next graph's submission overlap the
+    cluster's work; an epoch's seconds are then between the ends of consecutive epochs. One
+    compute of the whole state at the end."""
+    from dask import delayed
+
+    from .._compute import compute, persist
+
+    current, pending, tic = state, [], time.perf_counter()
+    try:
+        for e in range(n_epochs):
+            graph = epoch_graph(step, X if e == 0 else X_unchecked, y, current, **plan(e))
+            if advance:
+                graph = delayed(_advance)(graph, dask_key_name=f"{graph.key[0]}-advance")
+            (current,) = persist(graph)
+            pending.append(client.compute(delayed(_light)(current, remote)))
+            if len(pending) > 1 or e == n_epochs - 1:
+                while pending and (len(pending) > 1 or e == n_epochs - 1):
+                    light = pending.pop(0).result()
+                    now = time.perf_counter()
+                    done(e - len(pending), light, now - tic)
+                    tic = now
+    except BaseException:
+        for f in pending:
+            f.cancel()
+        raise
+    (state,) = compute(current)
+    return state
 
 
 def class_counts_block(block: np.ndarray) -> np.ndarray:

@@ -391,6 +391,7 @@ def pairwise_hinge_sgd(
         per_chunk=list(range(X.numblocks[0])), shuffle=shuffle,
         n_chains=resolve_chains(n_chains, X),
         merge=merge_chains, sync_every=sync_every, strides=True, one_chain_first=True,
+        remote=("partners",),
         record=lambda s, seconds: {"steps": s.t, "seconds": seconds},
         score=validation_score(validation, average),
         score_as=("val_auc", "val AUC"), callback=callback)
