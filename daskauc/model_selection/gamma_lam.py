@@ -24,8 +24,8 @@
 On the default grid the widths are first screened (``screen=True``: least squares' exact
 path at every lam from one eigendecomposition per fold and width, :func:`ls_screen_path`, on
 ``SCREEN_ROWS`` rows and ``SCREEN_CENTRES`` centres), and the search keeps three widths around
-the screen's best (a factor of 2 higher per factor of 4 more centres), and the lams from ``LAM_CEILING`` times the screen's down
-(:func:`choose_gamma_lam`).
+the screen's best (a factor of 2 higher per factor of 4 more centres), and the lams from
+``LAM_CEILING`` times the screen's down (:func:`choose_gamma_lam`).
 
 The best width grows with the number of centres (and rows), so a subsample with 2,048 centres
 cannot see the width of a model with 8,192 or more: :class:`~daskauc.KernelAUC` then walks the
@@ -108,9 +108,9 @@ SELECTION_CENTRES = 2048
 #: its centres. Least squares' validation AUC at every lam of the grid comes from one
 #: eigendecomposition per (fold, width) (:func:`ls_screen_path`), so the screen sees every
 #: width and lam for about the price of one solve per width; the search proper then runs on
-#: the screen's best width's neighbourhood, moved up when the search has more centres than the screen
-#: (the best width grows with the centres; :func:`choose_gamma_lam`), widened past an end as
-#: ever, from LAM_CEILING times the screen's lam down.
+#: the screen's best width's neighbourhood, moved up when the search has more centres than
+#: the screen (the best width grows with the centres; :func:`choose_gamma_lam`), widened past
+#: an end as ever, from LAM_CEILING times the screen's lam down.
 SCREEN_ROWS = 6000
 SCREEN_CENTRES = 512
 LAM_CEILING = 10.0
@@ -406,9 +406,8 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
     :func:`select_gamma_lam` (on ``gamma_grid`` times 1/b, widened past an end; ``lam_grid``,
     default ``LAMBDAS``). An automatic width on the default grid (``GAMMA_MULTIPLIERS``) is
     first screened by least squares' exact path on a smaller subsample (``SCREEN_ROWS``,
-    ``SCREEN_CENTRES``), which leaves the search three widths around its best (moved up a factor of 2 per factor of 4
-    more centres in the search) and,
-    for an automatic lam, the lams from ``LAM_CEILING`` times its best down; the chosen width
+    ``SCREEN_CENTRES``), which leaves the search three widths around its best (moved up a
+    factor of 2 per factor of 4 more centres in the search) and, for an automatic lam, the lams from ``LAM_CEILING`` times its best down; the chosen width
     is then walked at the final model's scale (:func:`walk_width`). ``selection`` is
     :meth:`Selection.as_dict` with the screen under ``"screen"`` and the walk under
     ``"width_walk"``, or None when nothing was "auto". ``random_state`` is the fit's
