@@ -407,7 +407,8 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
     default ``LAMBDAS``). An automatic width on the default grid (``GAMMA_MULTIPLIERS``) is
     first screened by least squares' exact path on a smaller subsample (``SCREEN_ROWS``,
     ``SCREEN_CENTRES``), which leaves the search three widths around its best (moved up a
-    factor of 2 per factor of 4 more centres in the search) and, for an automatic lam, the lams from ``LAM_CEILING`` times its best down; the chosen width
+    factor of 2 per factor of 4 more centres in the search) and, for an automatic lam, the
+    lams from ``LAM_CEILING`` times its best down; the chosen width
     is then walked at the final model's scale (:func:`walk_width`). ``selection`` is
     :meth:`Selection.as_dict` with the screen under ``"screen"`` and the walk under
     ``"width_walk"``, or None when nothing was "auto". ``random_state`` is the fit's
