@@ -36,6 +36,7 @@ from daskauc.solvers.opauc import opauc
 from daskauc.solvers.solam import solam
 from daskauc.solvers.spam import spam
 from daskauc.solvers.spdam import spdam
+from daskauc.solvers.stats import class_means
 from daskauc.solvers.stats import (
     class_means,
     class_statistics,
@@ -564,3 +565,30 @@ def test_auto_steps_do_not_depend_on_the_scaling(spambase_scalings, scaling):
     eta = twopass.eta_
     twopass.partial_fit(Xtr[:500], ytr[:500])
     assert twopass.eta_ == eta
+
+
+@pytest.mark.parametrize("n_chains", [1, 2])
+def test_auto_eta_has_a_ceiling_for_rows_far_from_their_class_mean(n_chains):
+    """Standardized rare binary columns put a few rows hundreds of mean norms from their
+    class mean (covtype: 2,900x). eta="auto" from the mean norm alone overshoots on them and
+    diverges (||w|| 1e13 here, 3e22 on covtype, and with two chains the mixed iterate's sign
+    flipped: test AUC 0.26); the ceiling from the largest norm keeps ``w`` finite and the fit
+    at the exact LS optimum's AUC."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    rare = np.zeros((n, 3))
+    for j in range(3):
+        rare[rng.choice(n, 3, replace=False), j] = 1.0
+    X = np.hstack([rng.standard_normal((n, 8)), rare])
+    y = np.where(X[:, :8] @ rng.standard_normal(8) + rng.standard_normal(n) > 0, 1, -1)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    means = class_means(X, y)
+    mean_rule = TwoPassAUC.AUTO_ETA / (means.class_weight * means.mean_within_sq_norm)
+    Xd, yd = da.from_array(X, chunks=(5_000, -1)), da.from_array(y, chunks=5_000)
+    optimum = LSAUC(lam=1e-3).fit(X, y).score(X, y)
+    model = TwoPassAUC(random_state=0, n_chains=n_chains).fit(Xd, yd)
+    assert model.eta_ < mean_rule / 4  # the ceiling binds here
+    assert np.linalg.norm(model.coef_) < 10 and model.score(X, y) > optimum - 0.001
+    # the oracle that the ceiling is needed: the mean rule alone diverges on these rows
+    diverged = TwoPassAUC(eta=mean_rule, random_state=0, n_chains=n_chains).fit(Xd, yd)
+    assert np.linalg.norm(diverged.coef_) > 1e6

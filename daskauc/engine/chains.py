@@ -141,12 +141,6 @@ def chain_frame(stride: float, velocity: np.ndarray | None, every: int
     velocity``, added every ``every`` steps. One chain (``stride`` 1): ``(1.0, None)``."""
     if stride == 1:
         return 1.0, None
-    import os
-    mode = os.environ.get("FRAME", "")
-    if mode == "scaled":
-        return float(stride), None
-    if mode == "mixfirst" and velocity is None:
-        return 1.0, None
     if velocity is None:
         return float(stride), None
     return 1.0, (float(stride) - 1.0) * every * velocity

@@ -111,6 +111,13 @@ class ClassMeans(_PerClass):
         return max(0.0, self.mean_sq_norm - between)
 
     @property
+    def max_within_sq_norm(self) -> float:
+        """A bound on the largest squared distance of a row to its class mean,
+        ``max over classes of (max ||x|| + ||c||)^2`` (the triangle inequality)."""
+        return max((self.max_norm_pos + float(np.linalg.norm(self.mean_pos))) ** 2,
+                   (self.max_norm_neg + float(np.linalg.norm(self.mean_neg))) ** 2)
+
+    @property
     def class_weight(self) -> float:
         """``max(n/n+, n/n-)``: the weight of a row of the smaller class in a mean over rows."""
         return self.n / max(1, min(self.n_pos, self.n_neg))
