@@ -36,7 +36,6 @@ from daskauc.solvers.opauc import opauc
 from daskauc.solvers.solam import solam
 from daskauc.solvers.spam import spam
 from daskauc.solvers.spdam import spdam
-from daskauc.solvers.stats import class_means
 from daskauc.solvers.stats import (
     class_means,
     class_statistics,
