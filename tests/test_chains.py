@@ -807,3 +807,4 @@ def test_chains_run_on_both_workers_of_a_process_cluster(dask_cluster_client, mo
     assert [h["steps"] for h in cluster_fit.history_] == [h["steps"] for h in local.history_]
     assert len(workers) == 2
     assert cluster_fit._solver_state.partners  # the whole state at the end
+    assert cluster_fit._solver_state.epoch == 3
