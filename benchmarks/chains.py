@@ -105,8 +105,12 @@ def _on_cluster(client, X: np.ndarray, y: np.ndarray):
 
 
 def defaults(client) -> list[dict]:
-    """Test AUC and seconds of every stochastic estimator's default fit against one chain."""
+    """Test AUC and seconds of every stochastic estimator's default fit against one chain,
+    on the cluster (rows persisted) and on the threaded scheduler (numpy rows)."""
+    import dask
+
     import daskauc
+    from daskauc._validation import as_row_chunked
     from daskauc.data import open_dataset
     from daskauc.engine.stream import resolve_chains
     from daskauc.metrics import roc_auc
@@ -122,25 +126,33 @@ def defaults(client) -> list[dict]:
                 "raw": _standardized(name)}
         for kind in ("embedding", "raw"):
             Xn, yn, Xte, yte = data[kind]
-            X, y = _on_cluster(client, Xn, yn)
-            auto = resolve_chains("auto", X)
-            for label, k, cls, kw in cases:
-                if k != kind:
-                    continue
-                for seed in SEEDS:
-                    row = {"dataset": name, "estimator": label, "features": kind,
-                           "chunks": X.numblocks[0], "default chains": auto, "seed": seed}
-                    default_chains = cls().get_params()["n_chains"]
-                    for tag, chains in (("1 chain", 1), ("default", default_chains)):
-                        model, seconds = timed(cls(**kw, random_state=seed,
-                                                   n_chains=chains).fit, X, y)
-                        row[f"AUC {tag}"] = float(roc_auc(yte, Xte @ model.coef_))
-                        row[f"s {tag}"] = seconds
-                    row["default chains"] = auto if default_chains == "auto" else 1
-                    row["difference"] = row["AUC default"] - row["AUC 1 chain"]
-                    rows.append(row)
-                    print(rounded([row], 5)[0], flush=True)
-            del X, y
+            on_cluster = _on_cluster(client, Xn, yn)
+            for scheduler in ("cluster", "threads"):
+                with dask.config.set(scheduler="threads" if scheduler == "threads"
+                                     else client):
+                    X, y = on_cluster if scheduler == "cluster" else (Xn, yn)
+                    auto = resolve_chains("auto", as_row_chunked(
+                        X, check_finite_values=False))
+                    for label, k, cls, kw in cases:
+                        if k != kind:
+                            continue
+                        default_chains = cls().get_params()["n_chains"]
+                        for seed in SEEDS:
+                            row = {"dataset": name, "estimator": label, "features": kind,
+                                   "scheduler": scheduler,
+                                   "chunks": as_row_chunked(X, check_finite_values=False)
+                                   .numblocks[0],
+                                   "default chains": auto if default_chains == "auto" else 1,
+                                   "seed": seed}
+                            for tag, chains in (("1 chain", 1), ("default", default_chains)):
+                                model, seconds = timed(cls(**kw, random_state=seed,
+                                                           n_chains=chains).fit, X, y)
+                                row[f"AUC {tag}"] = float(roc_auc(yte, Xte @ model.coef_))
+                                row[f"s {tag}"] = seconds
+                            row["difference"] = row["AUC default"] - row["AUC 1 chain"]
+                            rows.append(row)
+                            print(rounded([row], 5)[0], flush=True)
+            del on_cluster
     return rows
 
 
@@ -337,19 +349,21 @@ def report(dflt: list[dict], acc: list[dict], spd: list[dict], thr: list[dict],
     import matplotlib.pyplot as plt
 
     summary = []
-    for name in DATASETS:
-        for label in dict.fromkeys(r["estimator"] for r in dflt if r["dataset"] == name):
-            runs = [r for r in dflt if r["dataset"] == name and r["estimator"] == label]
-            diffs = [r["difference"] for r in runs]
-            summary.append({
-                "dataset": name, "estimator": label, "features": runs[0]["features"],
-                "chunks": runs[0]["chunks"], "default chains": runs[0]["default chains"],
-                **{f"AUC 1 chain (seed {r['seed']})": f"{r['AUC 1 chain']:.5f}" for r in runs},
-                **{f"default - 1 chain (seed {r['seed']})": f"{r['difference']:+.5f}"
-                   for r in runs},
-                "mean difference": f"{np.mean(diffs):+.5f}",
-                "s 1 chain": round(float(np.mean([r["s 1 chain"] for r in runs])), 1),
-                "s default": round(float(np.mean([r["s default"] for r in runs])), 1)})
+    for name, label, scheduler in dict.fromkeys((r["dataset"], r["estimator"], r["scheduler"])
+                                                for r in dflt):
+        runs = [r for r in dflt if (r["dataset"], r["estimator"], r["scheduler"])
+                == (name, label, scheduler)]
+        diffs = [r["difference"] for r in runs]
+        summary.append({
+            "dataset": name, "estimator": label, "features": runs[0]["features"],
+            "scheduler": scheduler, "chunks": runs[0]["chunks"],
+            "default chains": runs[0]["default chains"],
+            **{f"AUC 1 chain (seed {r['seed']})": f"{r['AUC 1 chain']:.5f}" for r in runs},
+            **{f"default - 1 chain (seed {r['seed']})": f"{r['difference']:+.5f}"
+               for r in runs},
+            "mean difference": f"{np.mean(diffs):+.5f}",
+            "s 1 chain": round(float(np.mean([r["s 1 chain"] for r in runs])), 1),
+            "s default": round(float(np.mean([r["s default"] for r in runs])), 1)})
     table = []
     for r in acc:
         one = next(o for o in acc if o["dataset"] == r["dataset"] and o["solver"] == r["solver"]
@@ -389,9 +403,11 @@ def report(dflt: list[dict], acc: list[dict], spd: list[dict], thr: list[dict],
           "Every stochastic estimator with its defaults, random_state 0 and 1: the presets' "
           "solvers with the presets' settings on the 1,600-landmark k-means Nystroem "
           "embedding (standardized features, gamma = 1/b), the linear estimators on the "
-          "standardized raw features; a LocalCluster of 2 workers x 1 thread, the rows "
-          "persisted in daskauc's default chunks (about 64 MiB). \"default chains\" is what "
-          "`n_chains=\"auto\"` resolves to there (1: one chunk, or SPDAM's default of 1).", "",
+          "standardized raw features; on a LocalCluster of 2 workers x 1 thread, the rows "
+          "persisted in daskauc's default chunks (about 64 MiB), and on the threaded "
+          "scheduler (2 threads, numpy rows, the same chunks). \"default chains\" is what "
+          "`n_chains=\"auto\"` resolves to there (the cost model: 1 for one chunk, or where a "
+          "round's merge costs more than the chains save; SPDAM's default is 1).", "",
           _table(summary), "",
           "## Fixed settings with 1, 2 and 4 chains", "",
           "NSAUC lam = 1e-8, SPAM lam = 1e-6 eta = 1, OAM C = 2^-6 averaged (NOAM's setting) "

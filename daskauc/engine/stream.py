@@ -324,20 +324,20 @@ def resolve_chains(n_chains, X: da.Array | None = None) -> int:
 
 
 def scheduler_threads() -> tuple[int, bool]:
-    """``(threads, distributed)``: the worker threads of the current scheduler (a distributed
-    client's total threads, else the threaded scheduler's; 1 for the synchronous one) and
-    whether it is a distributed one."""
-    try:
-        from distributed import get_client
+    """``(threads, distributed)``: the worker threads of the scheduler dask would use now (a
+    distributed client's total threads, else the threaded scheduler's; 1 for the synchronous
+    one) and whether it is a distributed one."""
+    import os
 
-        info = get_client().scheduler_info(n_workers=-1)
+    from .._compute import distributed_client
+
+    client = distributed_client()
+    if client is not None:
+        info = client.scheduler_info(n_workers=-1)
         return max(1, sum(w["nthreads"] for w in info["workers"].values())), True
-    except (ImportError, ValueError):
-        import os
-
-        if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
-            return 1, False
-        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1)), False
+    if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
+        return 1, False
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1)), False
 
 
 def _merge_seed(seeds, visit: int) -> np.random.SeedSequence | None:
