@@ -139,16 +139,21 @@ def test_auto_chains_follow_the_cost_model():
     from daskauc.engine.cost import CHAIN_ROUND_SECONDS, STEP_BYTES_PER_SECOND, chain_count
 
     big = int(STEP_BYTES_PER_SECOND * 0.05)  # bytes of a chunk whose steps take 50 ms
-    assert chain_count([big], 1, 8, distributed=True) == 1
-    assert chain_count([big] * 8, 1, 1, distributed=True) == 1
-    assert chain_count([big] * 8, 1, 2, distributed=True) == 2
-    assert chain_count([big] * 3, 1, 8, distributed=False) == 3
-    assert chain_count([big] * 8, 1, 16, distributed=True) == 8
+    # chunks of one row of ``big`` bytes (its per-row cost is nothing beside its bytes)
+    assert chain_count([1], big, 8, distributed=True) == 1
+    assert chain_count([1] * 8, big, 1, distributed=True) == 1
+    assert chain_count([1] * 8, big, 2, distributed=True) == 2
+    assert chain_count([1] * 3, big, 8, distributed=False) == 3
+    assert chain_count([1] * 8, big, 16, distributed=True) == 8
     # 5 chunks on 4 threads: 3 chains take the time of 4 (the largest share is 2 chunks)
-    assert chain_count([big] * 5, 1, 4, distributed=False) == 3
+    assert chain_count([1] * 5, big, 4, distributed=False) == 3
     tiny = int(STEP_BYTES_PER_SECOND * CHAIN_ROUND_SECONDS["distributed"] / 4)
-    assert chain_count([tiny] * 2, 1, 2, distributed=True) == 1
-    assert chain_count([tiny] * 2, 1, 2, distributed=False) == 2
+    assert chain_count([1] * 2, tiny, 2, distributed=True) == 1
+    assert chain_count([1] * 2, tiny, 2, distributed=False) == 2
+    # narrow rows cost per row: 3 chunks of 155,000 rows of 54 float64 (covtype's raw
+    # features, ~42 ms a chunk) pay on threads, not for a cluster round
+    assert chain_count([155_000] * 3, 432, 2, distributed=False) == 2
+    assert chain_count([155_000] * 3, 432, 2, distributed=True) == 1
     X = da.zeros((8000, 10), chunks=(1000, 10))
     with dask.config.set(scheduler="threads", num_workers=2):
         assert resolve_chains("auto", X) == chain_count([1000] * 8, 80, 2, distributed=False)
@@ -807,3 +812,4 @@ def test_chains_run_on_both_workers_of_a_process_cluster(dask_cluster_client, mo
     assert [h["steps"] for h in cluster_fit.history_] == [h["steps"] for h in local.history_]
     assert len(workers) == 2
     assert cluster_fit._solver_state.partners  # the whole state at the end
+    assert cluster_fit._solver_state.epoch == 3

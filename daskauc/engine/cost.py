@@ -149,15 +149,20 @@ def route_costs(n: int, d: int, m: int, *, loss: str, n_threads: int,
             "expected_passes": passes, "rates": dict(rates)}
 
 
-#: bytes of row chunks a stochastic solver's steps get through per second in one thread (one
-#: dot product and one update per row): NSAUC over covtype's 1,600-landmark embedding, 3.0 GB
-#: in 0.55 s per epoch (docs/benchmarks/chains.md)
+#: a stochastic solver's steps in one thread: seconds per row, plus seconds per byte of row
+#: at STEP_BYTES_PER_SECOND (one dot product and one update per row). Measured with
+#: ``python -m benchmarks.chains``: NSAUC over covtype's 1,600-landmark embedding, 3.0 GB in
+#: 0.52 s per epoch, and over 240,000 x 512 float32 rows, 0.49 GB in 0.098 s; SPAM and NSAUC
+#: over covtype's 54 standardized features (432 bytes a row), 42 ms per 155,000-row chunk
+STEP_ROW_SECONDS = 2e-7
 STEP_BYTES_PER_SECOND = 5e9
 
 #: seconds a round of parallel chains costs beyond their steps: scheduling a round of chain
-#: tasks and their merge, and the chains' states going to the merge and back (measured by
-#: ``python -m benchmarks.chains``, "Speed")
-CHAIN_ROUND_SECONDS = {"threads": 0.002, "distributed": 0.02}
+#: tasks and their merge, and the chains' states going to the merge and on (measured by
+#: ``python -m benchmarks.chains``, "Speed": a 2-worker epoch less half a 1-worker epoch,
+#: 0.025 s over the 240,000 x 512 array, 0.06 s over covtype's embedding where NSAUC's
+#: partner window is 13 MB)
+CHAIN_ROUND_SECONDS = {"threads": 0.002, "distributed": 0.03}
 
 #: chains are used when an epoch is predicted to run at least this much faster with them
 CHAIN_MIN_GAIN = 1.2
@@ -171,14 +176,15 @@ def chain_count(chunk_rows: list[int], row_bytes: int, max_chains: int, *,
 
     An epoch of K chains takes the largest share of the chunks (``ceil(C / K)`` of the C
     chunks, as :func:`daskauc.engine.stream.assign_visits` deals them) at
-    ``STEP_BYTES_PER_SECOND``, plus ``CHAIN_ROUND_SECONDS`` for its merge; one chain takes
-    all the chunks. So data in one chunk, or so small that the merge costs more than half
-    its epoch, runs one chain.
+    ``STEP_ROW_SECONDS`` a row and ``STEP_BYTES_PER_SECOND``, plus ``CHAIN_ROUND_SECONDS`` for
+    its merge; one chain takes all the chunks. So data in one chunk, or so small that the
+    merge costs more than the chains save, runs one chain.
     """
     C = len(chunk_rows)
     if max_chains <= 1 or C <= 1:
         return 1
-    per_chunk = float(np.mean(chunk_rows)) * row_bytes / STEP_BYTES_PER_SECOND
+    per_chunk = float(np.mean(chunk_rows)) * (STEP_ROW_SECONDS
+                                              + row_bytes / STEP_BYTES_PER_SECOND)
     round_cost = CHAIN_ROUND_SECONDS["distributed" if distributed else "threads"]
     one = C * per_chunk
     best, best_time = 1, one

@@ -324,20 +324,20 @@ def resolve_chains(n_chains, X: da.Array | None = None) -> int:
 
 
 def scheduler_threads() -> tuple[int, bool]:
-    """``(threads, distributed)``: the worker threads of the current scheduler (a distributed
-    client's total threads, else the threaded scheduler's; 1 for the synchronous one) and
-    whether it is a distributed one."""
-    try:
-        from distributed import get_client
+    """``(threads, distributed)``: the worker threads of the scheduler dask would use now (a
+    distributed client's total threads, else the threaded scheduler's; 1 for the synchronous
+    one) and whether it is a distributed one."""
+    import os
 
-        info = get_client().scheduler_info(n_workers=-1)
+    from .._compute import distributed_client
+
+    client = distributed_client()
+    if client is not None:
+        info = client.scheduler_info(n_workers=-1)
         return max(1, sum(w["nthreads"] for w in info["workers"].values())), True
-    except (ImportError, ValueError):
-        import os
-
-        if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
-            return 1, False
-        return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1)), False
+    if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
+        return 1, False
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1)), False
 
 
 def _merge_seed(seeds, visit: int) -> np.random.SeedSequence | None:
@@ -562,11 +562,6 @@ def run_epochs(
     return state, history
 
 
-def _advance(state):
-    """The state after its epoch: the epoch count one more."""
-    return replace(state, epoch=state.epoch + 1)
-
-
 def _light(state, remote: tuple[str, ...]):
     """``state`` without its fields ``remote`` (None in their place): what the client needs
     of an epoch's end."""
@@ -586,26 +581,29 @@ def _pipelined_epochs(client, step, X, X_unchecked, y, state, n_epochs: int, pla
 
     from .._compute import compute, persist
 
+    # the steps never read the epoch count, so the states on the cluster keep the run's
+    # first one and the client's copies (and the final state) get theirs: no task between
+    # an epoch's merge and the next epoch's chains
+    epoch = getattr(state, "epoch", 0)
     current, pending, tic = state, [], time.perf_counter()
     try:
         for e in range(n_epochs):
-            graph = epoch_graph(step, X if e == 0 else X_unchecked, y, current, **plan(e))
-            if advance:
-                graph = delayed(_advance)(graph, dask_key_name=f"{graph.key[0]}-advance")
-            (current,) = persist(graph)
+            (current,) = persist(epoch_graph(step, X if e == 0 else X_unchecked, y, current,
+                                             **plan(e)))
             pending.append(client.compute(delayed(_light)(current, remote)))
-            if len(pending) > 1 or e == n_epochs - 1:
-                while pending and (len(pending) > 1 or e == n_epochs - 1):
-                    light = pending.pop(0).result()
-                    now = time.perf_counter()
-                    done(e - len(pending), light, now - tic)
-                    tic = now
+            while pending and (len(pending) > 1 or e == n_epochs - 1):
+                light = pending.pop(0).result()
+                now = time.perf_counter()
+                done_e = e - len(pending)
+                done(done_e, replace(light, epoch=epoch + done_e + 1) if advance else light,
+                     now - tic)
+                tic = now
     except BaseException:
         for f in pending:
             f.cancel()
         raise
     (state,) = compute(current)
-    return state
+    return replace(state, epoch=epoch + n_epochs) if advance else state
 
 
 def class_counts_block(block: np.ndarray) -> np.ndarray:
