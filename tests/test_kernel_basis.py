@@ -205,17 +205,18 @@ def _lbfgs(X, y, C, gamma, lam, jitter):
     return res.x, res.fun
 
 
-@pytest.mark.parametrize("weighting, precondition",
-                         [("mean", True), ("pairs", True), ("mean", False)])
-def test_pairwise_newton_reaches_the_brute_force_optimum(weighting, precondition):
+@pytest.mark.parametrize("weighting, precondition, store",
+                         [("mean", True, True), ("pairs", True, True), ("mean", False, True),
+                          ("pairs", True, False)])
+def test_pairwise_newton_reaches_the_brute_force_optimum(weighting, precondition, store):
     X, y, C, idx, gamma = _problem(8)
     lam = 1e-3
     jitter = JITTER_PER_CENTRE * C.shape[0]
     a_ref, f_ref = _lbfgs(X, y, C, gamma, lam, jitter)
     res = kernel_pairwise_newton(X, y, C, gamma=gamma, lam=lam, tol=1e-9, cg_tol=1e-3,
                                  max_cg=500, weighting=weighting, centre_labels=y[idx],
-                                 precondition=precondition)
-    assert res.converged
+                                 precondition=precondition, store_kernel=store)
+    assert res.converged and res.state["stored_kernel"] is store
     f = ref.pairwise_objective(res.coef, X, y, C, gamma, lam, jitter)
     assert f <= f_ref * (1 + 1e-9)
     np.testing.assert_allclose(res.history[-1]["objective"], f, rtol=1e-10)
@@ -309,6 +310,45 @@ def test_warm_start_and_validation_history():
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stored_kernel_gives_the_recomputed_model(dtype):
+    """The same Newton iterates whether the passes read the stored kernel blocks or
+    recompute them (the sums differ in order only), validation rows scored through the
+    kernel either way; "auto" stores when the memory budget allows, not otherwise."""
+    X, y, C, idx, gamma = _problem(20, n=400)
+    Xv, yv, _, _, _ = _problem(21, n=150)
+    Xd = da.from_array(X.astype(dtype), chunks=(90, -1))
+    kw = dict(gamma=gamma, lam=1e-3, tol=1e-8, weighting="pairs", centre_labels=y[idx],
+              X_val=Xv.astype(dtype), y_val=yv)
+    stored = kernel_pairwise_newton(Xd, y, C, store_kernel="auto", **kw)
+    recomputed = kernel_pairwise_newton(Xd, y, C, store_kernel=False, **kw)
+    assert stored.state["stored_kernel"] and not recomputed.state["stored_kernel"]
+    assert [h.get("cg_iter") for h in stored.history] == \
+        [h.get("cg_iter") for h in recomputed.history]
+    for a, b in zip(stored.history, recomputed.history, strict=True):
+        assert a["val_auc"] == pytest.approx(b["val_auc"], abs=1e-12)
+    K = ref.gaussian(X, C, gamma)
+    tol = 1e-9 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(K @ stored.coef, K @ recomputed.coef, rtol=0,
+                               atol=tol * np.abs(K @ recomputed.coef).max())
+
+
+def test_stored_kernel_only_within_the_memory_budget(monkeypatch):
+    from daskauc.engine import placement
+
+    X, y, C, _, gamma = _problem(22, n=200)
+    monkeypatch.setattr(placement, "PERSIST_MEMORY_FRACTION", 0.0)
+    res = kernel_pairwise_newton(X, y, C, gamma=gamma, lam=1e-3, tol=1e-6)
+    assert not res.state["stored_kernel"]
+    # persist=False asks to stream the rows: "auto" does not keep their kernel either
+    monkeypatch.undo()
+    res = kernel_pairwise_newton(X, y, C, gamma=gamma, lam=1e-3, tol=1e-6, persist=False)
+    assert not res.state["stored_kernel"]
+    forced = kernel_pairwise_newton(X, y, C, gamma=gamma, lam=1e-3, tol=1e-6, persist=False,
+                                    store_kernel=True)
+    assert forced.state["stored_kernel"]
+
+
 def test_float32_rows_give_the_float64_model():
     X, y, C, _, gamma = _problem(15, n=300)
     r64 = kernel_pairwise_newton(X, y, C, gamma=gamma, lam=1e-3, tol=1e-6)
@@ -356,6 +396,7 @@ def test_same_model_on_a_distributed_cluster(dask_cluster_client):
     # the same graphs give the same scores; alpha itself is ill-determined along the small
     # eigenvalues of K_mm, where the client's BLAS thread count (1 under the threaded
     # scheduler, 2 beside a cluster) changes its rounding
+    assert dist.state["stored_kernel"] and local.state["stored_kernel"]
     K = ref.gaussian(X, C, gamma)
     for a, b in ((dist, local), (dist_ls, local_ls)):
         # that rounding can also move the last CG residual across tol (40 vs 39 CG steps

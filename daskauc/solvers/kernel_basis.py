@@ -38,7 +38,7 @@ from .._gaussian import (
     kernel_block,
 )
 from .._validation import as_row_chunked, check_param, check_X_y
-from ..engine.placement import should_persist, worker_records
+from ..engine.placement import PERSIST_CHUNK_BYTES, should_persist, worker_records
 from ._graphs import fresh_token, tree_sum
 from ._kernel_basis_kernels import (
     _strip_rmatvec,
@@ -201,6 +201,45 @@ def _prepare_rows(X: da.Array, m: int, persist, client, name: str = "X"):
                     X.nbytes / 1e6, len(chunks))
         (X,) = _compute.persist(X)
     return X, persisted
+
+
+def _stored_chunks(n: int, m: int, itemsize: int, n_threads: int) -> tuple:
+    """Row chunks of a stored kernel: about ``PERSIST_CHUNK_BYTES`` each, their count a
+    multiple of the threads."""
+    rows = max(ROW_TILE, int(PERSIST_CHUNK_BYTES // max(1, m * itemsize)))
+    count = max(1, math.ceil(n / rows))
+    count = max(1, min(math.ceil(count / n_threads) * n_threads, math.ceil(n / ROW_TILE)))
+    rows = math.ceil(n / count)
+    return (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
+
+
+def store_kernel(X: da.Array, gc: GaussianCentres, centres_ref, store, client):
+    """``(K, stored)``: the kernel block of every row chunk of ``X`` against the centres, in
+    the working dtype, persisted in the workers' memory (``stored`` True) when ``store`` is
+    True, or "auto" and it fits the memory budget (:func:`daskauc.engine.placement.
+    should_persist`); else ``(None, False)`` and every pass recomputes the kernel tiles.
+
+    A pass over a stored kernel reads ``n m`` values (``K v`` or ``K^T u``, memory-bound)
+    where a recomputing pass makes ``2 n m (d + 2)`` flops and ``n m`` exponentials: on
+    ijcnn1 (49,990 rows, 4,096 centres, float32) 0.07 s against 0.6 s a pass."""
+    if store is False:
+        return None, False
+    n, m = int(X.shape[0]), gc.m
+    chunks = _stored_chunks(n, m, np.dtype(gc.dtype).itemsize, pass_threads(client))
+    if X.chunks[0] != chunks:
+        X = X.rechunk({0: chunks})
+    name = f"daskauc-stored-kernel-{fresh_token()}"
+    layer = {(name, c, 0): (kernel_block, (X.name, c, 0), centres_ref)
+             for c in range(X.numblocks[0])}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[X])
+    K = da.Array(graph, name, chunks=(chunks, (m,)), dtype=gc.dtype,
+                 meta=np.empty((0, 0), gc.dtype))
+    if not should_persist(K, "auto" if store == "auto" else True, client):
+        return None, False
+    logger.info("storing the kernel (%.1f MB, %d row chunks) for the passes", K.nbytes / 1e6,
+                len(chunks))
+    (K,) = _compute.persist(K)
+    return K, True
 
 
 def build_preconditioner(centres, gamma: float, *, jitter: float | None = None,

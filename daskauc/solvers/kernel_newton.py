@@ -45,9 +45,16 @@ from .kernel_basis import (
     kernel_matvec_block,
     kernel_rmatvec_block,
 )
+from .kernel_basis import store_kernel as store_kernel_blocks
 from .linesearch import LINE_SEARCHES
 from .newton import newton_loop
-from .pairwise import PairwiseOperator, class_indices, pairwise_coefficients
+from .pairwise import (
+    PairwiseOperator,
+    block_matvec,
+    block_rmatvec,
+    class_indices,
+    pairwise_coefficients,
+)
 from .preconditioner import NystroemPreconditioner
 
 logger = logging.getLogger(__name__)
@@ -104,6 +111,8 @@ class KernelBasis:
     def matvec(block, gc, v):
         return kernel_matvec_block(block, gc, v)
 
+    row_matvec = matvec
+
     @staticmethod
     def gradient(block, gc, coef, start, stop, g0):
         u = coef.g[start:stop]
@@ -157,6 +166,31 @@ class KernelBasis:
         return self.pc.apply
 
 
+class StoredKernelBasis(KernelBasis):
+    """:class:`KernelBasis` over the stored kernel blocks ``K_b`` of the rows
+    (:func:`daskauc.solvers.kernel_basis.store_kernel`): the operator's chunks are the blocks,
+    whose products are those of a linear basis (float64 accumulation); other rows (validation
+    rows) are raw rows, scored through the kernel as before."""
+
+    @staticmethod
+    def matvec(block, gc, v):
+        return block_matvec(block, v)
+
+    @staticmethod
+    def gradient(block, gc, coef, start, stop, g0):
+        u = coef.g[start:stop]
+        rows = [block_rmatvec(block, u)]
+        if g0 is not None:
+            rows.append(block_rmatvec(block, g0))
+        return np.vstack(rows)
+
+    @staticmethod
+    def rmatvec(block, gc, u):
+        return block_rmatvec(block, u)
+
+    row_matvec = staticmethod(kernel_matvec_block)
+
+
 def kernel_pairwise_newton(
     X,
     y,
@@ -176,6 +210,7 @@ def kernel_pairwise_newton(
     preconditioner: NystroemPreconditioner | None = None,
     jitter: float | None = None,
     persist: str | bool = "auto",
+    store_kernel: str | bool = "auto",
     dtype=None,
     callback: Callable[[np.ndarray, dict], Any] | None = None,
     X_val=None,
@@ -218,6 +253,11 @@ def kernel_pairwise_newton(
         Jitter of the factor of K_mm (see :class:`NystroemPreconditioner`).
     persist : {"auto", True, False}
         Keep the raw rows in (cluster) memory or stream them at every pass.
+    store_kernel : {"auto", True, False}
+        Keep the n x m kernel block of the rows in (cluster) memory, computed once, so that
+        every pass reads it instead of computing ``2 n m (d + 2)`` flops and ``n m``
+        exponentials: "auto" when it fits the memory budget and ``persist`` is not False
+        (:func:`daskauc.solvers.kernel_basis.store_kernel`).
     dtype : None, float32 or float64
         Working dtype of the kernel tiles (default: X's).
     callback, X_val, y_val, check_input
@@ -229,7 +269,8 @@ def kernel_pairwise_newton(
         ``coef`` = alpha (m,); ``history`` records as for ``prsvm_newton`` with ``objective``
         and ``grad_norm`` in the ``lam`` scale above and ``loss`` the mean over pairs; ``state``
         with ``preconditioner`` (the factor, for reuse), ``jitter``, ``persisted``,
-        ``seconds`` (preconditioner stages) and ``passes`` (passes over the rows).
+        ``stored_kernel``, ``seconds`` (preconditioner stages) and ``passes`` (passes over
+        the rows).
     """
     check_param("tol", tol, float, low=0.0)
     check_param("max_iter", max_iter, int, low=0)
@@ -239,6 +280,7 @@ def kernel_pairwise_newton(
     check_param("weighting", weighting, str, choices=WEIGHTINGS)
     check_param("line_search", line_search, str, choices=LINE_SEARCHES)
     check_param("persist", persist, object, choices=("auto", True, False))
+    check_param("store_kernel", store_kernel, object, choices=("auto", True, False))
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, check_input)
     m = C.shape[0]
     alpha = _check_alpha(alpha0, m)
@@ -268,9 +310,12 @@ def kernel_pairwise_newton(
         centre_labels = np.asarray(centre_labels)
         if centre_labels.shape != (m,):
             raise ValueError(f"centre_labels must have {m} labels; got {centre_labels.shape}")
-    basis = KernelBasis(centres_ref, m, preconditioner, precondition, weighting,
-                        centre_labels, n_pairs)
-    op = PairwiseOperator(Xd, y_np, C_loop, basis=basis)
+    K_rows, stored = store_kernel_blocks(
+        Xd, gc, centres_ref, False if persist is False and store_kernel == "auto"
+        else store_kernel, client)
+    basis = (StoredKernelBasis if stored else KernelBasis)(
+        centres_ref, m, preconditioner, precondition, weighting, centre_labels, n_pairs)
+    op = PairwiseOperator(K_rows if stored else Xd, y_np, C_loop, basis=basis)
 
     def scaled(record: dict) -> dict:
         out = dict(record)
@@ -289,7 +334,7 @@ def kernel_pairwise_newton(
     history = [scaled(r) for r in result.history]
     passes = 2 * len(history) + 2 * sum(r.get("cg_iter", 0) for r in history)
     state = {"preconditioner": preconditioner, "jitter": preconditioner.jitter,
-             "persisted": persisted, "passes": passes,
+             "persisted": persisted, "stored_kernel": stored, "passes": passes,
              "seconds": {**preconditioner.seconds, "preconditioner_total": seconds_pc},
              "n_factorizations": preconditioner.n_factorizations,
              "grad_norm0": lam * result.state["grad_norm0"]}

@@ -269,8 +269,9 @@ class LinearBasis:
     pairs' second moment when it is given (``pair_moments``), else by Jacobi.
 
     A basis tells :class:`PairwiseOperator` how one row chunk turns coefficients into scores
-    (``matvec``), scores' coefficients into the gradient (``gradient``) and into Hessian
-    products (``rmatvec``), and tells the Newton loop the regularizer ``R`` of
+    (``matvec``; ``row_matvec`` for other rows, which may differ from the operator's chunks),
+    scores' coefficients into the gradient (``gradient``) and into Hessian products
+    (``rmatvec``), and tells the Newton loop the regularizer ``R`` of
     ``F = 1/2 w^T R w + C loss`` and the preconditioner. The functions are module-level (they
     travel in task graphs); ``const`` are the extra arguments every task gets after its chunk.
 
@@ -291,6 +292,9 @@ class LinearBasis:
     @staticmethod
     def matvec(block, precondition, v):
         return block_matvec(block, v)
+
+    #: scores of other rows (validation rows): the same product here
+    row_matvec = matvec
 
     @staticmethod
     def gradient(block, precondition, coef, start, stop, g0):
@@ -456,7 +460,7 @@ class PairwiseOperator:
         name = f"daskauc-newton-val-scores-{tok}"
         layer: dict = {(f"{name}-w", 0): w}
         for c in range(Xv.numblocks[0]):
-            layer[(name, c)] = (self.basis.matvec, (Xv.name, c, 0), *self.basis.const,
+            layer[(name, c)] = (self.basis.row_matvec, (Xv.name, c, 0), *self.basis.const,
                                 (f"{name}-w", 0))
         layer[(f"{name}-cat", 0)] = (_concatenate, [(name, c) for c in range(Xv.numblocks[0])])
         graph = HighLevelGraph.from_collections(name, layer, dependencies=[Xv])
