@@ -121,6 +121,15 @@ def test_selection_picks_the_best_mean_with_the_stated_ties(monkeypatch):
                                        rows=300, n_full=1200, extend_grid=False,
                                        random_state=np.random.SeedSequence(0))
     assert fixed.lam == 3e-4 and len(fixed.table) == 2
+    # the screen's bounds (full-data scale, rescaled to the folds as lam is): only the lams
+    # of the grid between them are solved
+    scale = (1200 / n_tr) ** selection.LAM_EXPONENT
+    bounded = selection.select_gamma_lam(
+        Xd, y, gamma0=0.1, loss="squared_hinge", n_centres=20, gamma_multipliers=(1.0, 2.0),
+        lams=(1e-1, 1e-2, 1e-3, 1e-4, 1e-5), cv=3, rows=300, n_full=1200, extend_grid=False,
+        lam_ceiling=2e-2 / scale, lam_floor=1e-3 / scale,
+        random_state=np.random.SeedSequence(0))
+    assert sorted({r["lam"] for r in bounded.table}) == pytest.approx([1e-3, 1e-2])
 
 
 @pytest.mark.parametrize("peak, want", [(0.125, 0.125), (2.0**-6, 0.0625), (8.0, 8.0)])

@@ -25,7 +25,8 @@ On the default grid the widths are first screened (``screen=True``: least square
 path at every lam from one eigendecomposition per fold and width, :func:`ls_screen_path`, on
 ``SCREEN_ROWS`` rows and ``SCREEN_CENTRES`` centres), and the search keeps three widths around
 the screen's best (a factor of 2 higher per factor of 4 more centres), and the lams from
-``LAM_CEILING`` times the screen's down (:func:`choose_gamma_lam`).
+``LAM_CEILING`` times the screen's down to ``1 / LAM_FLOOR`` times it
+(:func:`choose_gamma_lam`).
 
 The best width grows with the number of centres (and rows), so a subsample with 2,048 centres
 cannot see the width of a model with 8,192 or more: :class:`~daskauc.KernelAUC` then walks the
@@ -110,10 +111,15 @@ SELECTION_CENTRES = 2048
 #: width and lam for about the price of one solve per width; the search proper then runs on
 #: the screen's best width's neighbourhood, moved up when the search has more centres than
 #: the screen (the best width grows with the centres; :func:`choose_gamma_lam`), widened past
-#: an end as ever, from LAM_CEILING times the screen's lam down.
+#: an end as ever, from LAM_CEILING times the screen's lam down to 1 / LAM_FLOOR times it.
 SCREEN_ROWS = 6000
 SCREEN_CENTRES = 512
 LAM_CEILING = 10.0
+#: the squared hinge's chosen lam against least squares' (the screen's, at full scale):
+#: spambase 1x, a9a 1/5.5, ijcnn1 1/5.5, w8a 5.8x. Below, the solves cost the most (ijcnn1,
+#: 2,048 centres: 8, 14 and 23 Newton steps from 1e-7 down, 26 s of a 38 s path) and the
+#: path went as far as 1/30,000 of the screen's lam before its stop.
+LAM_FLOOR = 100.0
 
 #: the width walk at the final model's scale: rows of its subsample (2/3 train, 1/3
 #: validation), cap on its centres, most doublings (or halvings), least gain to go on. It runs
@@ -265,6 +271,7 @@ def select_gamma_lam(
     solver_params: dict | None = None,
     screen: bool = False,
     lam_ceiling: float | None = None,
+    lam_floor: float | None = None,
 ) -> Selection:
     """Choose ``gamma`` (among ``gamma0 * gamma_multipliers``) and ``lam`` by validation AUC.
 
@@ -300,8 +307,9 @@ def select_gamma_lam(
     screen : bool
         Score every (gamma, lam) by least squares' exact path (:func:`ls_screen_path`)
         whatever ``loss``: the width screen.
-    lam_ceiling : float, optional
-        Leave out the lams above it (full-data scale, rescaled to the subsample as lam is).
+    lam_ceiling, lam_floor : float, optional
+        Leave out the lams above / below them (full-data scale, rescaled to the subsample as
+        lam is).
 
     Returns
     -------
@@ -331,6 +339,9 @@ def select_gamma_lam(
     if lam_ceiling is not None:
         top = float(lam_ceiling) * (n_full / n_tr) ** LAM_EXPONENT
         lams = [v for v in lams if v <= top * (1 + 1e-9)] or lams[-1:]
+    if lam_floor is not None:
+        bottom = float(lam_floor) * (n_full / n_tr) ** LAM_EXPONENT
+        lams = [v for v in lams if v >= bottom * (1 - 1e-9)] or lams[:1]
     mults = [float(v) for v in gamma_multipliers]
     n_tr_min = min(len(tr) for tr, _ in folds)
     m = int(min(n_centres, max_centres, n_tr_min))
@@ -408,7 +419,7 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
     first screened by least squares' exact path on a smaller subsample (``SCREEN_ROWS``,
     ``SCREEN_CENTRES``), which leaves the search three widths around its best (moved up a
     factor of 2 per factor of 4 more centres in the search) and, for an automatic lam, the
-    lams from ``LAM_CEILING`` times its best down; the chosen width
+    lams from ``LAM_CEILING`` times its best down to ``1 / LAM_FLOOR`` times it; the chosen width
     is then walked at the final model's scale (:func:`walk_width`). ``selection`` is
     :meth:`Selection.as_dict` with the screen under ``"screen"`` and the walk under
     ``"width_walk"``, or None when nothing was "auto". ``random_state`` is the fit's
@@ -425,7 +436,7 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
                   lam_fixed=None if lam == "auto" else float(lam), cv=cv,
                   n_full=int(X.shape[0]), solver_params=settings.newton_params)
     default_grid = gamma == "auto" and gamma_grid is None
-    screened, lam_ceiling = None, None
+    screened, lam_ceiling, lam_floor = None, None, None
     if default_grid and SCREEN_ROWS > 0:
         screened = select_gamma_lam(
             X, y, loss="least_squares", gamma_multipliers=mults, rows=min(rows, SCREEN_ROWS),
@@ -439,12 +450,13 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
         ratio = min(n_centres, max_centres, n_search) / screened.n_centres
         centre = screened.gamma_multiplier * 2.0 ** round(0.5 * np.log2(max(ratio, 1.0)))
         mults = [centre / 2.0, centre, centre * 2.0]
-        lam_ceiling = LAM_CEILING * screened.lam if lam == "auto" else None
+        if lam == "auto":
+            lam_ceiling, lam_floor = LAM_CEILING * screened.lam, screened.lam / LAM_FLOOR
         logger.info("KernelAUC: the width screen chose %g/b; the search tries %s (%.1f s)",
                     screened.gamma_multiplier, mults, screened.seconds)
     chosen = select_gamma_lam(
         X, y, loss=settings.loss, gamma_multipliers=mults, rows=rows, max_centres=max_centres,
-        extend_grid=default_grid, lam_ceiling=lam_ceiling,
+        extend_grid=default_grid, lam_ceiling=lam_ceiling, lam_floor=lam_floor,
         random_state=child_seed(random_state, 1), **common)
     logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g in %.1f s",
                 chosen.gamma, chosen.gamma_multiplier, chosen.lam, chosen.seconds)
