@@ -16,10 +16,24 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
 from .._config import FASTMATH
 
 _JIT = dict(nogil=True, cache=True, fastmath=FASTMATH)
+
+
+@register_jitable(inline="always", fastmath=FASTMATH)
+def _add_drift(w, drift, cpos, cneg):
+    """``w += drift`` (the other chains' expected move, :func:`daskauc.engine.chains.
+    chain_frame`), returning the new ``(w . c+, w . c-)`` the kernels keep up to date."""
+    a = 0.0
+    b = 0.0
+    for k in range(w.shape[0]):
+        w[k] += drift[k]
+        a += w[k] * cpos[k]
+        b += w[k] * cneg[k]
+    return a, b
 
 
 @njit(**_JIT)
@@ -83,12 +97,7 @@ def _twopass_sgd_chunk(
                 a += wk * cpos[k]
                 b += wk * cneg[k]
         if drifting and t % every == 0:
-            a = 0.0
-            b = 0.0
-            for k in range(r):
-                w[k] += drift[k]
-                a += w[k] * cpos[k]
-                b += w[k] * cneg[k]
+            a, b = _add_drift(w, drift, cpos, cneg)
     clock[0] = c
     return t
 
@@ -164,12 +173,7 @@ def _spam_chunk(
                 b += u * cneg[k]
         first = last
         if drift.shape[0] > 0 and t % every == 0:
-            a = 0.0
-            b = 0.0
-            for k in range(r):
-                w[k] += drift[k]
-                a += w[k] * cpos[k]
-                b += w[k] * cneg[k]
+            a, b = _add_drift(w, drift, cpos, cneg)
     clock[0] = c
     return t
 
