@@ -323,10 +323,13 @@ def test_stored_kernel_gives_the_recomputed_model(dtype):
     stored = kernel_pairwise_newton(Xd, y, C, store_kernel="auto", **kw)
     recomputed = kernel_pairwise_newton(Xd, y, C, store_kernel=False, **kw)
     assert stored.state["stored_kernel"] and not recomputed.state["stored_kernel"]
-    assert [h.get("cg_iter") for h in stored.history] == \
-        [h.get("cg_iter") for h in recomputed.history]
+    # the sums differ in order only, so the iterates agree to ~1e-10: the same Newton steps,
+    # CG counts within one (a residual can cross cg_tol on another BLAS), and the same
+    # validation AUC (a swapped pair of its 150 rows would move it by ~2e-4)
+    assert len(stored.history) == len(recomputed.history)
     for a, b in zip(stored.history, recomputed.history, strict=True):
-        assert a["val_auc"] == pytest.approx(b["val_auc"], abs=1e-12)
+        assert abs(a.get("cg_iter", 0) - b.get("cg_iter", 0)) <= 1
+        assert a["val_auc"] == pytest.approx(b["val_auc"], abs=1e-6)
     K = ref.gaussian(X, C, gamma)
     tol = 1e-9 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(K @ stored.coef, K @ recomputed.coef, rtol=0,
