@@ -792,6 +792,20 @@ def _configure_logging(verbose: bool) -> None:
     # an interrupted gather leaves an asyncio task whose AllExit is "never retrieved": a
     # traceback after Ctrl-C that says nothing the one line "interrupted" does not
     logging.getLogger("asyncio").setLevel(logging.WARNING if verbose else logging.CRITICAL)
+    if not verbose:
+        logging.getLogger("tornado.application").addFilter(_drop_interrupted_sync_cancel)
+
+
+def _drop_interrupted_sync_cancel(record: logging.LogRecord) -> bool:
+    """False for one known traceback of an interrupted call (``distributed`` 2026.8).
+
+    When Ctrl-C reaches ``distributed.utils.sync`` before its coroutine has started, the
+    cancel callback it schedules reads a variable not yet assigned and tornado logs the
+    ``NameError`` at ERROR. Nothing was running to cancel, so the one line "interrupted" says
+    all there is; every other error of the event loop still prints.
+    """
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(exc, NameError) and "sync.<locals>.cancel" in record.getMessage())
 
 
 class _Terminated(BaseException):
