@@ -47,6 +47,7 @@ Writes docs/benchmarks/time_to_model.{json,md,png}.
 
 from __future__ import annotations
 
+import ast
 import gc
 import inspect
 import json
@@ -106,7 +107,9 @@ def daskauc_methods() -> list[str]:
 
 
 def make(method: str, seed: int):
-    """The estimator ``method`` with its defaults, only ``random_state`` set."""
+    """The estimator ``method`` with its defaults, only ``random_state`` set; a daskauc
+    method may set one more argument as ``Name(arg=value)``, e.g. ``KernelAUC(n_centres=16384)``
+    (the value a Python literal)."""
     if method == "xgboost":
         from xgboost import XGBClassifier
 
@@ -122,9 +125,14 @@ def make(method: str, seed: int):
         return HistGradientBoostingClassifier(random_state=seed)
     import daskauc
 
-    cls = getattr(daskauc, method)
-    seeded = "random_state" in inspect.signature(cls).parameters
-    return cls(random_state=seed) if seeded else cls()
+    name, _, arg = method.partition("(")
+    cls, kwargs = getattr(daskauc, name), {}
+    if arg:
+        key, _, value = arg.rstrip(")").partition("=")
+        kwargs[key.strip()] = ast.literal_eval(value.strip())
+    if "random_state" in inspect.signature(cls).parameters:
+        kwargs["random_state"] = seed
+    return cls(**kwargs)
 
 
 def scores(method: str, est, X) -> np.ndarray:
@@ -571,7 +579,8 @@ def main(argv=None) -> int:
                     help=f"comma-separated, of {', '.join(DATASETS)} (default: all)")
     ap.add_argument("--methods", default=None,
                     help="comma-separated (default: the boosted trees and every public daskauc "
-                         "classifier)")
+                         "classifier); Name(arg=value) sets one argument, e.g. "
+                         "'KernelAUC(n_centres=16384)'")
     ap.add_argument("--budget", type=float, default=BUDGET,
                     help=f"seconds a fit may be predicted to take (default {BUDGET:g}; 0: no "
                          "limit)")
