@@ -538,7 +538,7 @@ def report(datasets: list[dict], args) -> None:
           f"Machine: {mi['processor']}, {mi['cpus']} cores, {mi['memory_gib']} GiB; "
           f"load average when this page was written: "
           f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}.", "",
-          "![test AUC against fit time](time_to_model.png)", "",
+          f"![test AUC against fit time]({args.name}.png)", "",
           "## Summary", "", md_table(summary(datasets)), ""]
     if targets(datasets):
         md += ["Issue 27's bars:", "", *targets(datasets), ""]
@@ -558,12 +558,13 @@ def report(datasets: list[dict], args) -> None:
                + ("" if ds["repeat"] == 3 else f", every fit {ds['repeat']} time(s) at most")
                + ("" if ds["warm_up_rows"] else ", no warm-up fits")
                + f"; `{ds['command']}`.", "", dataset_table(ds), ""]
-    write_results(NAME, {"datasets": datasets}, "\n".join(md), figure(datasets), out=args.out)
+    write_results(args.name, {"datasets": datasets}, "\n".join(md), figure(datasets),
+                  out=args.out)
 
 
-def earlier_runs(out: str) -> list[dict]:
+def earlier_runs(out: str, name: str = NAME) -> list[dict]:
     """The datasets of the page's JSON from earlier runs (empty when there is none)."""
-    path = os.path.join(out, f"{NAME}.json")
+    path = os.path.join(out, f"{name}.json")
     if not os.path.exists(path):
         return []
     with open(path) as f:
@@ -581,6 +582,8 @@ def main(argv=None) -> int:
                     help="comma-separated (default: the boosted trees and every public daskauc "
                          "classifier); Name(arg=value) sets one argument, e.g. "
                          "'KernelAUC(n_centres=16384)'")
+    ap.add_argument("--name", default=NAME,
+                    help=f"page name: <out>/<name>.{{json,md,png}} (default: {NAME})")
     ap.add_argument("--budget", type=float, default=BUDGET,
                     help=f"seconds a fit may be predicted to take (default {BUDGET:g}; 0: no "
                          "limit)")
@@ -607,9 +610,9 @@ def main(argv=None) -> int:
     names = [n for n in DATASETS if n in names]
     methods = (args.methods.split(",") if args.methods else [*TREES, *daskauc_methods()])
     if args.report:
-        report(earlier_runs(args.out), args)
+        report(earlier_runs(args.out, args.name), args)
         return 0
-    kept = [d for d in earlier_runs(args.out) if d["name"] not in names]
+    kept = [d for d in earlier_runs(args.out, args.name) if d["name"] not in names]
     done: list[dict] = []
     warm: set = set()
     for name in names:
