@@ -140,7 +140,7 @@ def close_local_cluster(client, timeout: float = 10.0) -> None:
     cluster to lose scattered data, which can't be recovered". Closing the scheduler while
     its workers run races with their heartbeats, and a worker then logs "Failed to
     communicate with scheduler during heartbeat" with a traceback: noise a user cannot act
-    on, hence the workers before the scheduler."""
+    on, hence the workers, their processes closed, before the scheduler."""
     import time
 
     cluster = client.cluster
@@ -151,7 +151,11 @@ def close_local_cluster(client, timeout: float = 10.0) -> None:
         cluster.scale(0)
         deadline = time.monotonic() + timeout
         scheduler = getattr(cluster, "scheduler", None)
-        while scheduler is not None and scheduler.workers and time.monotonic() < deadline:
+        # both sides: the scheduler forgets a worker when it retires it, the cluster when
+        # the worker's process has closed (its heartbeats stopped); the scheduler alone let
+        # a closing worker's last heartbeat meet a closing scheduler
+        while ((scheduler is not None and scheduler.workers) or getattr(cluster, "workers", None)) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
     except Exception as exc:  # noqa: BLE001 - closing must go on whatever happened
         logger.debug("scaling the local cluster to 0 failed: %s", exc)
