@@ -399,18 +399,25 @@ runner.stop()
 """
 
 
-@pytest.mark.parametrize("verbose", [False, True])
-def test_ctrl_c_before_a_dask_call_starts_prints_no_traceback_unless_verbose(tmp_path, verbose):
+def test_ctrl_c_before_a_dask_call_starts_prints_no_traceback_unless_verbose(tmp_path):
     """The race behind a flaky Ctrl-C test, made certain: SIGINT reaches
     ``distributed.utils.sync`` while the event loop is busy, so its cancel callback runs before
-    the call has started and raises NameError, which tornado logs with a traceback. The
-    command line drops that one record; ``--verbose`` shows it (and proves the race ran)."""
+    the call has started and raises NameError, which tornado logs with a traceback. With
+    ``--verbose`` the record shows (the race ran); without, the command line drops it. A
+    ``distributed`` without the race (a later release) is skipped: nothing to drop."""
+    import distributed
+
     script = tmp_path / "race.py"
     script.write_text(_SYNC_RACE)
-    r = subprocess.run([sys.executable, script, "verbose" if verbose else "quiet"],
-                       capture_output=True, text=True, timeout=60)
-    assert "interrupted" in r.stderr
-    shown = "NameError" in r.stderr and "sync.<locals>.cancel" in r.stderr
-    assert shown == verbose, r.stderr
-    if not verbose:
-        assert _noise(r.stderr) == [], r.stderr
+
+    def run(mode):
+        r = subprocess.run([sys.executable, script, mode], capture_output=True, text=True,
+                           timeout=60)
+        assert "interrupted" in r.stderr, r.stderr
+        return r.stderr
+
+    verbose = run("verbose")
+    if not ("NameError" in verbose and "sync.<locals>.cancel" in verbose):
+        pytest.skip(f"distributed {distributed.__version__} has no sync() cancel race")
+    quiet = run("quiet")
+    assert "sync.<locals>.cancel" not in quiet and _noise(quiet) == [], quiet
