@@ -149,6 +149,49 @@ def route_costs(n: int, d: int, m: int, *, loss: str, n_threads: int,
             "expected_passes": passes, "rates": dict(rates)}
 
 
+
+#: the blocked factor on the workers (:mod:`daskauc.solvers.blocked_preconditioner`) against
+#: LAPACK on the client, measured on this machine's 2 cores (2 single-threaded workers,
+#: m = 8,192 / 16,384): Cholesky of K_mm 1.0-1.25x the client's time, ``L^T L`` and the
+#: second Cholesky 1.65x; so its flops run at about 1 / 1.5 of the same threads' LAPACK rate.
+BLOCKED_EFFICIENCY = 1 / 1.5
+#: seconds a task of the blocked triangular solves costs beyond its flops (m = 16,384,
+#: b = 2,048: 4 solves of 36 tile tasks in 0.52 s against 0.15 s for the client's dtrsv)
+BLOCKED_TASK_SECONDS = 2.5e-3
+#: fraction of the client's available memory its factor (8 m^2 bytes) may take
+CLIENT_FACTOR_FRACTION = 0.5
+
+
+def factor_costs(m: int, *, block: int, n_threads: int, client_threads: int | None = None,
+                 client_memory: float = np.inf, worker_memory: float = np.inf,
+                 passes: int = EXPECTED_PASSES["squared_hinge"],
+                 rates: dict | None = None) -> dict:
+    """Estimated seconds of the Nystroem preconditioner on the client (``client``: one m x m
+    float64 matrix, LAPACK on the client's threads) and on the workers (``workers``: two lower
+    triangles of tiles, :class:`~daskauc.solvers.blocked_preconditioner.
+    BlockedNystroemPreconditioner`), each inf when it does not fit (``client_memory`` /
+    ``worker_memory``: bytes it may take there), for a fit of ``passes`` passes (a
+    preconditioner application every two): factorizations (three m^3 / 3 flop calls and the
+    kernel's 2 m^2 d), plus the applications (four triangular solves reading the factor)."""
+    rates = machine_rates() if rates is None else rates
+    T = client_threads or os.cpu_count() or 1
+    W = max(1, int(n_threads))
+    flops = 2.0 * m * m * 56 + 3.0 * m**3 / 3.0
+    applies = passes / 2.0
+    solve_bytes = 4.0 * 8.0 * m * m / 2.0  # four solves, each reading one triangle
+    nb = -(-m // block)
+    client = flops / (rates["gemm64_flops"] * T * 0.5) + applies * solve_bytes / (
+        rates["read_bytes"] * T)
+    workers = (flops / (rates["gemm64_flops"] * W * 0.5 * BLOCKED_EFFICIENCY)
+               + applies * (solve_bytes / (rates["read_bytes"] * W)
+                            + 4 * nb * (nb + 1) * BLOCKED_TASK_SECONDS))
+    client_bytes, worker_bytes = 8.0 * m * m, 8.0 * m * (m + block)
+    return {"client": client if client_bytes <= client_memory else np.inf,
+            "workers": workers if worker_bytes <= worker_memory else np.inf,
+            "client_bytes": client_bytes, "worker_bytes": worker_bytes,
+            "client_memory": float(client_memory), "worker_memory": float(worker_memory),
+            "block": int(block)}
+
 #: a stochastic solver's steps in one thread: seconds per row, plus seconds per byte of row
 #: at STEP_BYTES_PER_SECOND (one dot product and one update per row). Measured with
 #: ``python -m benchmarks.chains``: NSAUC over covtype's 1,600-landmark embedding, 3.0 GB in

@@ -58,7 +58,7 @@ from ..model_selection.kernel_model import (
     choose_route,
     fit_kernel_model,
 )
-from ..solvers.kernel_basis import kernel_scores
+from ..solvers.kernel_basis import FACTOR_PLACEMENTS, kernel_scores
 from ._base import AUCScoreMixin
 from ._calibration import calibration_data, platt_scaling
 
@@ -134,6 +134,14 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         Keep the (scaled) rows or the embedding in (cluster) memory during the fit.
     dtype : {"float32", "float64"}, default="float32"
         Working dtype of the kernel tiles or the embedding (sums are float64 either way).
+    factor_placement : {"auto", "client", "workers"}, default="auto"
+        Where the kernel route keeps the preconditioner's factor of the m x m kernel matrix of
+        the centres: "client" (one m x m float64 matrix in this process, LAPACK on its
+        threads), "workers" (two lower triangles of tiles held by the distributed cluster's
+        workers, 8 m (m + b) bytes over them; the client keeps m-vectors only), or "auto",
+        the cheaper of the two that fits by :func:`daskauc.engine.cost.factor_costs` (the
+        client without a distributed cluster). The model is the same either way (to
+        rounding, ~1e-14 relative).
     warm_start : bool, default=False
         Start the kernel route from the previous fit's function: its coefficients carried
         over exactly when its centres are rows among the new ones with the same gamma (uniform
@@ -164,6 +172,9 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     n_iter_, converged_, history_ : the solver's record.
     jitter_ : float
         Jitter on K_mm (kernel route): the regularizer is ``K_mm + jitter I``.
+    factor_placement_ : str
+        Where the kernel route's factor was: "client" or "workers" ("" on the embedding
+        route).
     timings_ : dict
         Seconds per stage (scale, selection, centres, solve, calibration).
     intercept_, calibration_slope_ : float
@@ -198,7 +209,8 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                  cg_tol=0.1, max_cg=100, weighting="auto", selection_rows=SELECTION_ROWS,
                  selection_centres=SELECTION_CENTRES, cv=3, width_rows=WIDTH_ROWS,
                  width_centres=WIDTH_CENTRES, gamma_grid=None, lam_grid=None,
-                 persist="auto", dtype="float32", warm_start=False, random_state=None):
+                 persist="auto", dtype="float32", factor_placement="auto", warm_start=False,
+                 random_state=None):
         self.n_centres = n_centres
         self.loss = loss
         self.lam = lam
@@ -220,6 +232,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         self.lam_grid = lam_grid
         self.persist = persist
         self.dtype = dtype
+        self.factor_placement = factor_placement
         self.warm_start = warm_start
         self.random_state = random_state
 
@@ -241,6 +254,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         "width_rows": (int, {"low": 0}),
         "width_centres": (int, {"low": 1}),
         "persist": (object, {"choices": ("auto", True, False)}),
+        "factor_placement": (str, {"choices": FACTOR_PLACEMENTS}),
     }
 
     def _check_params(self):
@@ -341,6 +355,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         self.history_ = list(result.history)
         state = result.state or {}
         self.jitter_ = float(state.get("jitter", 0.0))
+        self.factor_placement_ = str(state.get("placement", ""))
         self.passes_ = int(state.get("passes", 0))
         self.preconditioner_seconds_ = {k: float(v) for k, v in state.get("seconds", {}).items()}
         self.classes_ = np.asarray(classes)
@@ -366,7 +381,8 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
 
     def _settings(self) -> KernelSettings:
         return KernelSettings(loss=self.loss, weighting=self.weighting, persist=self.persist,
-                              dtype=self.dtype, tol=float(self.tol), max_iter=int(self.max_iter),
+                              dtype=self.dtype, factor_placement=self.factor_placement,
+                              tol=float(self.tol), max_iter=int(self.max_iter),
                               cg_tol=float(self.cg_tol), max_cg=int(self.max_cg))
 
     def _previous_function(self) -> KernelFunction | None:

@@ -54,6 +54,7 @@ class KernelSettings:
     max_iter: int
     cg_tol: float
     max_cg: int
+    factor_placement: str = "auto"  # the kernel route's factor: "auto", "client", "workers"
 
     @property
     def newton_params(self) -> dict:
@@ -117,7 +118,7 @@ def fit_kernel_model(route: str, X, y: np.ndarray, centres, labels, index, gamma
 
 def _fit_kernel(X, y, centres, labels, index, gamma, lam, s: KernelSettings, previous,
                 X_val, y_val):
-    pc = build_preconditioner(centres, gamma)
+    pc = build_preconditioner(centres, gamma, placement=s.factor_placement)
     alpha0 = warm_alpha(previous, centres, index, gamma, pc)
     if s.loss == "least_squares":
         res = kernel_lsauc(X, y, centres, gamma=gamma, lam=lam, tol=float(s.tol) ** 2,

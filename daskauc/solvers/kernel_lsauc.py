@@ -172,7 +172,8 @@ def kernel_lsauc(
     state = {"preconditioner": preconditioner, "jitter": preconditioner.jitter,
              "persisted": persisted, "passes": passes, "D": D,
              "seconds": {**preconditioner.seconds, "preconditioner_total": seconds_pc},
-             "n_factorizations": preconditioner.n_factorizations}
+             "n_factorizations": preconditioner.n_factorizations,
+             "placement": preconditioner.placement}
     return SolverResult(coef=alpha, n_iter=n_iter, converged=converged, history=history,
                         state=state)
 

@@ -341,6 +341,7 @@ def kernel_pairwise_newton(
              "persisted": persisted, "stored_kernel": stored, "passes": passes,
              "seconds": {**preconditioner.seconds, "preconditioner_total": seconds_pc},
              "n_factorizations": preconditioner.n_factorizations,
+             "placement": preconditioner.placement,
              "grad_norm0": lam * result.state["grad_norm0"]}
     return SolverResult(coef=result.coef, n_iter=result.n_iter, converged=result.converged,
                         history=history, state=state)

@@ -103,6 +103,8 @@ class NystroemPreconditioner:
         ``A^T A = ridge I + scale T W T^T`` for the current factor (``W = operator``, or I).
     """
 
+    placement = "client"
+
     def __init__(self, fill_kernel: Callable[[np.ndarray], None], m: int,
                  jitter: float | None = None):
         self.m = int(m)
