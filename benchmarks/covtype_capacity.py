@@ -68,9 +68,12 @@ def _cached(key: str, force: bool, fn):
     return row if row is not None else _save(key, fn())
 
 
-def _kernel_key(m: int, mult: float | None) -> str:
-    """Cache key of a kernel row: the selection's width, or ``-x{mult}`` for a given one."""
-    return f"kernel-m{m}" + ("" if mult is None else f"-x{mult:g}")
+def _kernel_key(m: int, mult: float | None, weighting: str = "auto",
+                placement: str = "auto") -> str:
+    """Cache key of a kernel row: the selection's width, or ``-x{mult}`` for a given one, then
+    ``-{weighting}`` and ``-{placement}`` when they are not "auto"."""
+    return (f"kernel-m{m}" + ("" if mult is None else f"-x{mult:g}")
+            + "".join(f"-{v}" for v in (weighting, placement) if v != "auto"))
 
 
 def _model_path(key: str) -> str:
@@ -155,6 +158,8 @@ def step_kernel(est, Xd, ytr, Xte, yte, m, rates):
             "timings": est.timings_, "preconditioner": pc, "newton_steps": est.n_iter_,
             "converged": est.converged_, "cg_per_newton": cg, "cg_total": int(sum(cg)),
             "passes": est.passes_, "iteration_seconds": solve_iter_s,
+            "weighting": est.weighting, "factor_placement": est.factor_placement_,
+            "factor_bytes": 8.0 * m * m,
             "seconds_per_pass": per_pass, "pass_floor_seconds": floor,
             "pass_floor_ratio": per_pass / floor, "jitter": est.jitter_,
             "n_x_m_x_4_gib": n * m * 4 / GIB,
@@ -453,6 +458,10 @@ def main(argv=None):
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--report", action="store_true", help="only rewrite the report")
     ap.add_argument("--memory-limit", default="6GiB", help="per worker")
+    ap.add_argument("--weighting", default="auto", choices=("auto", "mean", "pairs"),
+                    help="kernel step: KernelAUC's preconditioner weighting")
+    ap.add_argument("--factor-placement", default="auto", choices=("auto", "client", "workers"),
+                    help="kernel step: where KernelAUC keeps the preconditioner's factor")
     ap.add_argument("--gamma-multiplier", type=float, default=None,
                     help="kernel step: gamma = this / b instead of the selection's (the width "
                          "measured at the final scale, e.g. by the gamma step)")
@@ -511,7 +520,8 @@ def main(argv=None):
                 est = KernelAUC(lam=sel["lam"], solver="kernel", warm_start=True,
                                 random_state=SEED)
             for m in sorted(ms):
-                key = _kernel_key(m, args.gamma_multiplier)
+                key = _kernel_key(m, args.gamma_multiplier, args.weighting,
+                                  args.factor_placement)
                 if _load(key) is not None and not args.force:
                     if os.path.exists(_model_path(key)):
                         with open(_model_path(key), "rb") as fh:
@@ -520,10 +530,12 @@ def main(argv=None):
                     continue
                 # at a new width the previous size's function is interpolated at the centres
                 row = step_kernel(est.set_params(gamma=gamma, lam=sel["lam"], solver="kernel",
-                                                 warm_start=True),
+                                                 warm_start=True, weighting=args.weighting,
+                                                 factor_placement=args.factor_placement),
                                   Xd, ytr, Xte, yte, m, rates)
                 _save(key, {**row, "gamma_multiplier": gamma * sel["gamma_multiplier"]
-                            / sel["gamma"], "warm_start_from": prev})
+                            / sel["gamma"], "warm_start_from": prev,
+                            "memory_limit": args.memory_limit})
                 _keep_model(key, est)
                 prev = key
         if steps & {"floor", "cg"}:

@@ -16,6 +16,7 @@ from helpers import dataset_store
 
 from daskauc import (
     OAM,
+    KernelAUC,
     OPAUC,
     SOLAM,
     SPAM,
@@ -89,7 +90,57 @@ def test_newton_resumes_from_any_step(tmp_path):
             [h["objective"] for h in straight.history_]
 
 
+@pytest.mark.parametrize("params", [
+    {"solver": "kernel", "weighting": "pairs"},
+    {"solver": "kernel", "weighting": "mean", "factor_placement": "workers"},
+    {"solver": "embedding"},
+])
+def test_kernel_auc_resumes_from_any_step(tmp_path, params):
+    """The kernel route's factors are computed again from the checkpoint's centres and the
+    factor of A rebuilt from what the snapshot says it was built from (for "pairs", the
+    coefficients whose centre scores gave its Laplacian), so the resumed steps refactor
+    when and as the uninterrupted ones do; the embedding route rebuilds its map."""
+    X, y = _data(n=1500, d=5)
+    kw = dict(n_centres=120, gamma=0.5, lam=1e-6, tol=1e-9, random_state=0, **params)
+    straight = KernelAUC(**kw).fit(X, y)
+    assert straight.n_iter_ >= 4
+    for k in (1, straight.n_iter_ - 2):
+        ck = tmp_path / f"ck{k}.zarr"
+        with pytest.warns(Warning, match="did not reach"):
+            KernelAUC(**{**kw, "max_iter": k}).fit(X, y, checkpoint=ck)
+        saved = load_model(ck)
+        assert saved.n_iter_ == k and not hasattr(saved, "calibration_slope_")
+        resumed = KernelAUC(**kw).fit(X, y, checkpoint=ck, resume=True)
+        assert np.max(np.abs(resumed.dual_coef_ - straight.dual_coef_)) == 0.0
+        assert resumed.n_iter_ == straight.n_iter_
+        assert [h["objective"] for h in resumed.history_] == \
+            [h["objective"] for h in straight.history_]
+        assert resumed.intercept_ == straight.intercept_
+
+
+def test_kernel_auc_resumes_with_the_checkpoints_choices(tmp_path):
+    """random_state=None draws other centres at every fit, and gamma / lam "auto" would
+    choose again: a resumed fit takes the checkpoint's scaler, gamma, lam, centres and
+    route instead; least squares has no Newton steps to checkpoint."""
+    X, y = _data(n=1200, d=5)
+    kw = dict(n_centres=80, tol=1e-9, selection_rows=300, width_rows=0, cv=2)
+    ck = tmp_path / "ck.zarr"
+    with pytest.warns(Warning, match="did not reach"):
+        first = KernelAUC(**kw, max_iter=2).fit(X, y, checkpoint=ck)
+    resumed = KernelAUC(**kw).fit(X, y, checkpoint=ck, resume=True)
+    np.testing.assert_array_equal(resumed.centres_, first.centres_)
+    assert (resumed.gamma_, resumed.lam_, resumed.route_) == \
+        (first.gamma_, first.lam_, first.route_)
+    assert resumed.selection_ == first.selection_ and resumed.n_iter_ > 2
+    assert resumed.timings_["selection"] < first.timings_["selection"]
+    with pytest.raises(ValueError, match="no Newton steps to checkpoint"):
+        KernelAUC(loss="least_squares", gamma=0.5, lam=1e-3).fit(X, y, checkpoint=ck)
+    with pytest.raises(ValueError, match="is of KernelAUC.*not of this KernelAUC"):
+        KernelAUC(**{**kw, "n_centres": 90}).fit(X, y, checkpoint=ck, resume=True)
+
+
 def test_resume_refuses_a_checkpoint_of_another_fit(tmp_path):
+
     X, y = _data()
     ck = tmp_path / "ck.zarr"
     SPAM(random_state=0, n_epochs=1).fit(X, y, checkpoint=ck)
@@ -150,6 +201,8 @@ def kill_mid_fit(store, ck, cls: str, params: dict, *, after_steps: int, timeout
     ("PairwiseHingeSGD", {"lam": 1e-4, "n_epochs": 8, "random_state": 3}, 2),  # NSAUC's solver
     ("SPAM", {"n_epochs": 8, "random_state": 3}, 3),
     ("RankSVM", {"C": 100.0, "tol": 1e-9, "max_iter": 40}, 2),  # NBAUC's solver
+    ("KernelAUC", {"n_centres": 300, "gamma": 0.05, "lam": 1e-7, "tol": 1e-9, "max_iter": 40,
+                   "solver": "kernel", "random_state": 3}, 2),
 ])
 def test_a_fit_killed_mid_run_resumes_to_the_same_model(tmp_path, cls, params, after):
     import daskauc
@@ -168,7 +221,8 @@ def test_a_fit_killed_mid_run_resumes_to_the_same_model(tmp_path, cls, params, a
         straight = getattr(daskauc, cls)(**params).fit(ds.X, ds.y)
         resumed = getattr(daskauc, cls)(**params).fit(ds.X, ds.y, checkpoint=ck, resume=True)
     assert held < (total or straight.n_iter_), "killed after the fit had finished"
-    assert np.max(np.abs(resumed.coef_ - straight.coef_)) == 0.0
+    coef = "dual_coef_" if cls == "KernelAUC" else "coef_"
+    assert np.max(np.abs(getattr(resumed, coef) - getattr(straight, coef))) == 0.0
     assert resumed.n_iter_ == straight.n_iter_
 
 

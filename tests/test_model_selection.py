@@ -101,3 +101,23 @@ def test_bad_arguments_are_named(kw, match):
     X, y = _data(3, n=60)
     with pytest.raises(ValueError, match=match):
         cross_validate_auc(LSAUC(), X, y, **kw)
+
+
+def test_the_threaded_width_selection_leaves_the_warning_filters_as_they_were():
+    """The (fold, width) paths run in threads; a ``warnings.catch_warnings`` in each left an
+    "ignore ConvergenceWarning" filter installed after two of them interleaved, so KernelAUC's
+    own warning (and every later one of the caller's) was silenced."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from daskauc import KernelAUC
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1200, 5))
+    y = np.where(X[:, 0] + X[:, 1] ** 2 + rng.normal(size=1200) > 1, 1, -1)
+    before = list(warnings.filters)
+    with pytest.warns(ConvergenceWarning, match="did not reach"):
+        KernelAUC(n_centres=80, tol=1e-9, max_iter=2, selection_rows=300, width_rows=0,
+                  cv=2, random_state=0).fit(X, y)
+    assert list(warnings.filters) == before

@@ -61,6 +61,7 @@ from ..model_selection.kernel_model import (
 from ..solvers.kernel_basis import FACTOR_PLACEMENTS, kernel_scores
 from ._base import AUCScoreMixin
 from ._calibration import calibration_data, platt_scaling
+from ._checkpoint import check_resumed_data, open_checkpoint
 
 logger = logging.getLogger("daskauc")
 
@@ -278,24 +279,45 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------------ fit
 
-    def fit(self, X, y=None, *, X_val=None, y_val=None):
+    def fit(self, X, y=None, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):
         """Fit on rows ``X`` (numpy, dask, zarr or a dataset store path with ``y=None``).
 
         ``X_val`` / ``y_val`` (optional, raw features) record the validation AUC of every
-        iteration in ``history_``.
+        iteration in ``history_``. ``checkpoint`` (a path or URL; ``loss="squared_hinge"``):
+        save the model, with the Newton state, after every Newton step; ``resume=True``
+        continues from it: the scaler, gamma, lam, centres and route are the checkpoint's,
+        the preconditioner's factors (or the embedding) are computed again from them, and the
+        steps are those of the uninterrupted fit, bit for bit (``max_iter`` may grow, never
+        fall below the steps saved). The path may hold nothing or a checkpoint of this
+        class, which a fit without ``resume`` replaces; anything else is refused before any
+        work, the selection included (:func:`daskauc.estimators._checkpoint.open_checkpoint`).
         """
         from ..data.scale import MinMaxScaler, StandardScaler
 
         self._check_params()
+        if checkpoint is not None and self.loss != "squared_hinge":
+            raise ValueError(
+                f"checkpoint: KernelAUC(loss={self.loss!r}) solves in one conjugate-gradient "
+                "solve, with no Newton steps to checkpoint; use loss='squared_hinge' or fit "
+                "without checkpoint")
+        checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         timings: dict[str, float] = {}
         tic = time.perf_counter()
         Xd, yd, classes = check_X_y(X, y, dtype=self.dtype)
+        self.__dict__.pop("data_fingerprint_", None)  # of an earlier checkpointed fit
         set_features_in(self, X, int(Xd.shape[1]))
         y_np = np.asarray(compute(yd)[0] if isinstance(yd, da.Array) else yd)
         n, d = (int(s) for s in Xd.shape)
-        self._check_selectable(y_np)
+        previous = checkpoint.previous if checkpoint is not None else None
+        if previous is not None:
+            check_resumed_data(previous, checkpoint.path, d, classes)
+        else:
+            self._check_selectable(y_np)
         scaler = {"standard": StandardScaler, "minmax": MinMaxScaler, None: None}[self.scaling]
-        self.scaler_ = scaler().fit(Xd) if scaler is not None else None
+        if previous is not None:
+            self.scaler_ = previous.scaler_
+        else:
+            self.scaler_ = scaler().fit(Xd) if scaler is not None else None
         Xs = self._scale(Xd)
         timings["scale"] = time.perf_counter() - tic
         ss = seed_sequence(self.random_state)
@@ -310,46 +332,53 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
             m = n
 
         tic = time.perf_counter()
-        gamma, lam, selection = choose_gamma_lam(
-            Xs, y_np, gamma=self.gamma, lam=self.lam, n_centres=m, gamma_grid=self.gamma_grid,
-            lam_grid=self.lam_grid, cv=int(self.cv), rows=int(self.selection_rows),
-            max_centres=int(self.selection_centres), width_rows=int(self.width_rows),
-            width_centres=int(self.width_centres), solver=self.solver, settings=settings,
-            intercept=_intercept, random_state=ss)
+        if previous is not None:  # the checkpoint's choice (random_state=None would redraw)
+            gamma, lam, selection = previous.gamma_, previous.lam_, previous.selection_
+        else:
+            gamma, lam, selection = choose_gamma_lam(
+                Xs, y_np, gamma=self.gamma, lam=self.lam, n_centres=m,
+                gamma_grid=self.gamma_grid, lam_grid=self.lam_grid, cv=int(self.cv),
+                rows=int(self.selection_rows), max_centres=int(self.selection_centres),
+                width_rows=int(self.width_rows), width_centres=int(self.width_centres),
+                solver=self.solver, settings=settings, intercept=_intercept, random_state=ss)
         timings["selection"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        centres, labels, index = self._centres(Xs, y_np, m, child_seed(ss, 2))
+        if previous is not None:
+            centres = previous.centres_
+            labels = previous.centre_labels_ if len(previous.centre_labels_) else None
+            index = previous.centre_index_ if len(previous.centre_index_) else None
+        else:
+            centres, labels, index = self._centres(Xs, y_np, m, child_seed(ss, 2))
         timings["centres"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
         route, costs = choose_route(n, d, m, loss=self.loss, solver=self.solver,
                                     persist=self.persist)
+        if previous is not None:
+            route = previous.route_
         Xv = yv = None
         if X_val is not None:
             if y_val is None:
                 raise ValueError("X_val was given without y_val")
             Xv = self._scale(as_row_chunked(X_val, name="X_val", dtype=self.dtype))
             yv, _ = as_labels(y_val, name="y_val")
-        alpha, result = fit_kernel_model(route, Xs, y_np, centres, labels, index, gamma, lam,
-                                         settings, previous=self._previous_function(),
-                                         X_val=Xv, y_val=yv)
+        self._set_model(centres, labels, index, gamma, lam, route, costs, selection)
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = d
+        on_step = None
+        if checkpoint is not None:
+            on_step = self._checkpoint_step(checkpoint)
+        alpha, result = fit_kernel_model(
+            route, Xs, y_np, centres, labels, index, gamma, lam, settings,
+            previous=self._previous_function(), X_val=Xv, y_val=yv, on_step=on_step,
+            resume=previous._solver_state if previous is not None else None)
         timings["solve"] = time.perf_counter() - tic
         if not result.converged and self.loss == "squared_hinge":
             warnings.warn(f"KernelAUC did not reach tol={self.tol} in max_iter={self.max_iter} "
                           "Newton steps; increase max_iter", ConvergenceWarning, stacklevel=2)
 
-        self.centres_ = np.ascontiguousarray(centres, dtype=np.float64)
-        self.centre_labels_ = (np.asarray(labels, dtype=np.int8) if labels is not None
-                               else np.empty(0, np.int8))
-        self.centre_index_ = (np.asarray(index, dtype=np.int64) if index is not None
-                              else np.empty(0, np.int64))
         self.dual_coef_ = np.asarray(alpha, dtype=np.float64)
-        self.gamma_ = float(gamma)
-        self.lam_ = float(lam)
-        self.route_ = route
-        self.route_costs_ = costs
-        self.selection_ = selection if selection is not None else {}
         self.n_iter_ = int(result.n_iter)
         self.converged_ = bool(result.converged)
         self.history_ = list(result.history)
@@ -358,13 +387,44 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         self.factor_placement_ = str(state.get("placement", ""))
         self.passes_ = int(state.get("passes", 0))
         self.preconditioner_seconds_ = {k: float(v) for k, v in state.get("seconds", {}).items()}
-        self.classes_ = np.asarray(classes)
-        self.n_features_in_ = d
+        self.__dict__.pop("_solver_state", None)
+        if checkpoint is not None:
+            self.data_fingerprint_ = checkpoint.data
         tic = time.perf_counter()
         self._calibrate(Xs, yd, self._kernel_scores, all_rows=not is_lazy_input(X))
         timings["calibration"] = time.perf_counter() - tic
         self.timings_ = timings
         return self
+
+    def _set_model(self, centres, labels, index, gamma, lam, route, costs, selection):
+        """The fitted attributes that are fixed before the solve (a checkpoint saves them)."""
+        self.centres_ = np.ascontiguousarray(centres, dtype=np.float64)
+        self.centre_labels_ = (np.asarray(labels, dtype=np.int8) if labels is not None
+                               else np.empty(0, np.int8))
+        self.centre_index_ = (np.asarray(index, dtype=np.int64) if index is not None
+                              else np.empty(0, np.int64))
+        self.gamma_ = float(gamma)
+        self.lam_ = float(lam)
+        self.route_ = route
+        self.route_costs_ = costs
+        self.selection_ = selection if selection is not None else {}
+
+    def _checkpoint_step(self, checkpoint):
+        """``on_step(snapshot, alpha, history)``: save this model, uncalibrated, with the
+        Newton snapshot, to the checkpoint (atomically: a new store renamed over the old)."""
+        from ..io import save_model
+
+        def on_step(snapshot, alpha, history):
+            for stale in ("intercept_", "calibration_slope_", "timings_"):  # of an earlier fit
+                self.__dict__.pop(stale, None)
+            self.dual_coef_ = np.asarray(alpha, dtype=np.float64).copy()
+            self.n_iter_, self.converged_ = int(snapshot["n_iter"]), False
+            self.history_ = [dict(h) for h in history]
+            self.data_fingerprint_ = checkpoint.data
+            self._solver_state = snapshot
+            save_model(self, checkpoint.path, overwrite=True)
+
+        return on_step
 
     def _check_selectable(self, y: np.ndarray) -> None:
         """``gamma`` / ``lam="auto"`` choose by ``cv``-fold cross-validation, stratified:

@@ -186,10 +186,12 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
         if loss == "least_squares":
             w, n_iter = lsauc_from_stats(stats, float(lam)), 1
         else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                res = prsvm_newton(Phi_tr, y_tr, C=1.0 / (lam * n_pairs), w0=w,
-                                   pair_moments=moments, **solver_params)
+            # no catch_warnings here: the folds run in threads, and warnings.catch_warnings
+            # saves and restores the process-wide filters, so two threads interleaving left
+            # an "ignore ConvergenceWarning" filter behind, silencing the caller's warnings
+            # after the fit (prsvm_newton itself does not warn)
+            res = prsvm_newton(Phi_tr, y_tr, C=1.0 / (lam * n_pairs), w0=w,
+                               pair_moments=moments, **solver_params)
             w, n_iter = res.coef, res.n_iter
         auc = float(roc_auc(y_va, Phi_va @ w.astype(np.float32)))
         out.append({"lam": float(lam), "auc": auc, "n_iter": int(n_iter),

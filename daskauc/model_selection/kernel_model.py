@@ -106,18 +106,26 @@ def warm_alpha(previous: KernelFunction | None, centres, index, gamma: float, pc
 
 def fit_kernel_model(route: str, X, y: np.ndarray, centres, labels, index, gamma: float,
                      lam: float, settings: KernelSettings, *,
-                     previous: KernelFunction | None = None, X_val=None, y_val=None):
+                     previous: KernelFunction | None = None, X_val=None, y_val=None,
+                     on_step=None, resume: dict | None = None):
     """``(alpha, SolverResult)`` of the model with these centres (``labels`` / ``index``: of
     uniform centres, else None), gamma and lam on rows ``X`` (row-chunked dask) and labels
-    ``y`` ({-1, +1} numpy), by ``route``; the kernel route starts from ``previous``."""
+    ``y`` ({-1, +1} numpy), by ``route``; the kernel route starts from ``previous``.
+
+    The squared hinge's Newton steps can be checkpointed on either route:
+    ``on_step(snapshot, alpha, history)`` after every step (``alpha`` the model's
+    coefficients at that step, ``history`` its records), and ``resume=snapshot`` continues
+    the same steps (the factor, or the embedding, is computed again from the centres)."""
+    if (on_step is not None or resume is not None) and settings.loss != "squared_hinge":
+        raise ValueError("only the squared hinge's Newton steps can be checkpointed")
     if route == "kernel":
         return _fit_kernel(X, y, centres, labels, index, gamma, lam, settings, previous,
-                           X_val, y_val)
-    return _fit_embedding(X, y, centres, gamma, lam, settings, X_val, y_val)
+                           X_val, y_val, on_step, resume)
+    return _fit_embedding(X, y, centres, gamma, lam, settings, X_val, y_val, on_step, resume)
 
 
 def _fit_kernel(X, y, centres, labels, index, gamma, lam, s: KernelSettings, previous,
-                X_val, y_val):
+                X_val, y_val, on_step=None, resume=None):
     pc = build_preconditioner(centres, gamma, placement=s.factor_placement)
     alpha0 = warm_alpha(previous, centres, index, gamma, pc)
     if s.loss == "least_squares":
@@ -129,14 +137,18 @@ def _fit_kernel(X, y, centres, labels, index, gamma, lam, s: KernelSettings, pre
     weighting = s.weighting
     if weighting == "auto":
         weighting = "pairs" if labels is not None else "mean"
+    step = None if on_step is None else (
+        lambda snapshot, history: on_step(snapshot, snapshot["w"], history))
     res = kernel_pairwise_newton(X, y, centres, gamma=gamma, lam=lam, weighting=weighting,
                                  centre_labels=labels, persist=s.persist, alpha0=alpha0,
                                  preconditioner=pc, X_val=X_val, y_val=y_val,
-                                 check_input=False, **s.newton_params)
+                                 check_input=False, on_step=step, resume=resume,
+                                 **s.newton_params)
     return res.coef, res
 
 
-def _fit_embedding(X, y, centres, gamma, lam, s: KernelSettings, X_val, y_val):
+def _fit_embedding(X, y, centres, gamma, lam, s: KernelSettings, X_val, y_val, on_step=None,
+                   resume=None):
     with warnings.catch_warnings():  # the cut is recorded (state "r"), the model is alpha
         warnings.simplefilter("ignore", NystroemRankWarning)
         emb = KMeansNystroem(n_components=centres.shape[0], landmarks=centres, gamma=gamma,
@@ -153,9 +165,12 @@ def _fit_embedding(X, y, centres, gamma, lam, s: KernelSettings, X_val, y_val):
         pos, neg = class_counts(y)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
+            step = None if on_step is None else (
+                lambda snapshot: on_step(snapshot, emb.projection_ @ snapshot["w"],
+                                         snapshot["history"]))
             res = prsvm_newton(Zd, yd, C=float(1.0 / (lam * (float(pos) * float(neg)))),
                                **s.newton_params, persist=s.persist, X_val=Zv, y_val=y_val,
-                               check_input=False)
+                               check_input=False, on_step=step, resume=resume)
     coef = np.asarray(res.coef, dtype=np.float64)
     result = SolverResult(coef=coef, n_iter=int(res.n_iter), converged=bool(res.converged),
                           history=list(res.history), state={"r": int(emb.n_components_)})

@@ -107,6 +107,7 @@ class KernelBasis:
         self.weighting = weighting
         self.n_pairs = float(n_pairs)
         self._factored_active = None
+        self._factored_alpha = None
         if weighting == "pairs":
             yc = np.asarray(centre_labels)
             self.centre_pos, self.centre_neg = class_indices(yc)
@@ -156,6 +157,7 @@ class KernelBasis:
 
             self.pc.factor(1.0, 2.0 * C * self.n_pairs / pairs_c, operator=laplacian)
             self._factored_active = active
+            self._factored_alpha = np.array(alpha, dtype=np.float64, copy=True)
             label = f"pairs, {active:.3f} of the centre pairs active"
         else:
             # "mean", and "pairs" at alpha = 0, where every pair is active and the mean
@@ -165,9 +167,40 @@ class KernelBasis:
             if old is not None and old / REFACTOR_RATIO <= scale <= old * REFACTOR_RATIO:
                 return self.pc.apply
             self.pc.factor(1.0, scale)
+            self._factored_active = self._factored_alpha = None
             label = "mean degree"
         logger.info("preconditioner factored (%s) in %.2f s", label, time.perf_counter() - t0)
         return self.pc.apply
+
+    def factor_state(self) -> dict | None:
+        """What the current factor of A was built from (for a checkpoint): its ridge and
+        scale and, for a "pairs" factor, the coefficients whose centre scores gave its
+        Laplacian; None before the first factorization."""
+        if self.pc.scale is None:
+            return None
+        return {"ridge": self.pc.ridge, "scale": self.pc.scale,
+                "pairs_alpha": self._factored_alpha, "active": self._factored_active}
+
+    def restore_factor(self, state: dict | None) -> None:
+        """Rebuild the factor of A that :meth:`factor_state` describes, bit for bit (the
+        factorizations are deterministic), so that a resumed solve refactors when and as
+        the uninterrupted one does."""
+        if state is None:
+            return
+        operator = None
+        if state.get("pairs_alpha") is not None:
+            alpha = np.asarray(state["pairs_alpha"], dtype=np.float64)
+            cc = pairwise_coefficients(self.pc.regularizer_matvec(alpha), self.centre_pos,
+                                       self.centre_neg)
+
+            def operator(B):
+                for k in range(B.shape[1]):
+                    B[:, k] = cc.laplacian_matvec(B[:, k])
+                return B
+
+            self._factored_alpha = alpha.copy()
+        self.pc.factor(float(state["ridge"]), float(state["scale"]), operator=operator)
+        self._factored_active = state.get("active")
 
 
 class StoredKernelBasis(KernelBasis):
@@ -220,6 +253,8 @@ def kernel_pairwise_newton(
     X_val=None,
     y_val=None,
     check_input: bool = True,
+    on_step: Callable[[dict, list], Any] | None = None,
+    resume: dict | None = None,
 ) -> SolverResult:
     """Minimize the pairwise squared hinge in the Gaussian kernel basis of ``centres``.
 
@@ -266,6 +301,15 @@ def kernel_pairwise_newton(
         Working dtype of the kernel tiles (default: X's).
     callback, X_val, y_val, check_input
         As for :func:`daskauc.solvers.newton.prsvm_newton`.
+    on_step : callable, optional
+        ``on_step(snapshot, history)`` after every Newton step: ``snapshot`` (the Newton
+        loop's, plus ``factor``, what the preconditioner's current factor of A was built
+        from) is what ``resume`` takes; ``history`` the records so far in the scale above.
+    resume : dict, optional
+        A snapshot given to ``on_step``: continue from it (``alpha0`` is then ignored). With
+        the same centres, gamma and rows the factor of K_mm is computed again and the factor
+        of A rebuilt from the snapshot, so the steps are those of the uninterrupted solve,
+        bit for bit.
 
     Returns
     -------
@@ -329,11 +373,19 @@ def kernel_pairwise_newton(
         return out
 
     cb = None if callback is None else (lambda a, rec: callback(a, scaled(rec)))
+    step = None
+    if on_step is not None:
+        def step(snapshot):
+            on_step({**snapshot, "factor": basis.factor_state()},
+                    [scaled(r) for r in snapshot["history"]])
+
     with threads_limit(client):
+        if resume is not None and precondition:  # under the loop's BLAS threads, as it was
+            basis.restore_factor(resume.get("factor"))
         result = newton_loop(
             op, alpha, tol=tol, max_iter=max_iter, cg_tol=cg_tol, max_cg=max_cg,
             line_search=line_search, decrement_tol=None, callback=cb, Xv=Xv, yv=yv,
-            persisted=persisted,
+            persisted=persisted, resume=resume, on_step=step,
         )
     history = [scaled(r) for r in result.history]
     passes = 2 * len(history) + 2 * sum(r.get("cg_iter", 0) for r in history)
