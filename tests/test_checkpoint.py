@@ -16,11 +16,11 @@ from helpers import dataset_store
 
 from daskauc import (
     OAM,
-    KernelAUC,
     OPAUC,
     SOLAM,
     SPAM,
     SPDAM,
+    KernelAUC,
     PairwiseHingeSGD,
     RankSVM,
     TwoPassAUC,
