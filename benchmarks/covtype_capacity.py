@@ -135,13 +135,32 @@ def step_select(Xd, ytr, Xte, yte):
             "table": sel["table"], "rule": sel["rule"]}
 
 
-def step_kernel(est, Xd, ytr, Xte, yte, m, rates):
+def _sessions(history: list) -> list:
+    """The seconds of each session of a fit resumed from checkpoints: a record's ``seconds``
+    count from its session's start, so they fall back where a session began."""
+    out, last = [], None
+    for rec in history:
+        s = float(rec.get("seconds", 0.0))
+        if last is None or s < last:
+            out.append({"first_step": int(rec["iter"]), "seconds": 0.0})
+        out[-1]["seconds"], out[-1]["last_step"], last = s, int(rec["iter"]), s
+    return out
+
+
+def step_kernel(est, Xd, ytr, Xte, yte, m, rates, checkpoint=None):
     """One size of the path: ``est`` (warm_start=True) refitted with n_centres = m starts
-    from the previous size's model (nested uniform centres: exactly the same function)."""
+    from the previous size's model (nested uniform centres: exactly the same function).
+    With ``checkpoint`` (a path) the fit saves every Newton step there and continues from
+    it when it exists: a fit longer than a session goes on in the next one."""
     n, d = Xd.shape
+    kwargs = {}
+    if checkpoint is not None:
+        kwargs = {"checkpoint": checkpoint, "resume": os.path.exists(checkpoint)}
+        if kwargs["resume"]:
+            logging.info("resuming the fit saved at %s", checkpoint)
     with MemorySampler() as mem:
         t0 = time.perf_counter()
-        est.set_params(n_centres=m).fit(Xd, ytr)
+        est.set_params(n_centres=m).fit(Xd, ytr, **kwargs)
         fit_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         auc = est.score(Xte, yte)
@@ -163,7 +182,8 @@ def step_kernel(est, Xd, ytr, Xte, yte, m, rates):
             "seconds_per_pass": per_pass, "pass_floor_seconds": floor,
             "pass_floor_ratio": per_pass / floor, "jitter": est.jitter_,
             "n_x_m_x_4_gib": n * m * 4 / GIB,
-            "memory": mem.as_dict(), "history": est.history_}
+            "memory": mem.as_dict(), "history": est.history_,
+            "sessions": _sessions(est.history_)}
 
 
 def step_floor(Xd, m, gamma, rates):
@@ -298,7 +318,8 @@ def report(ms, out: str):
           "Command: `python -m benchmarks.covtype_capacity` (restartable; `--m`, `--steps`, "
           "`--force`, `--report`). Full training part (464,810 rows x 54, stratified 80/20 "
           "split, seed 0), standardized; test part 116,202 rows. LocalCluster: 2 worker "
-          "processes x 1 thread (the client holds the m x m preconditioner). "
+          "processes x 1 thread; the preconditioner's factor is held by the client, or as tiles "
+          "by the workers where `factor on` says so (their memory limit in `worker limit`). "
           f"Machine: {rates.get('machine', '')}.", ""]
     if sel:
         md += [f"gamma and lam: `KernelAUC(gamma=\"auto\", lam=\"auto\")` chose gamma = "
@@ -313,6 +334,9 @@ def report(ms, out: str):
                 "m": r["m"], "gamma": f"{r.get('gamma_multiplier', sel['gamma_multiplier']):g}/b",
                 "start": ("default arguments" if r["key"].endswith("-auto") else
                           (r.get("warm_start_from") or "cold").replace("kernel-", "")),
+                "weighting": r.get("weighting", "pairs"),
+                "factor on": r.get("factor_placement") or "client",
+                "worker limit": r.get("memory_limit", "6GiB"),
                 "test AUC": round(r["test_auc"], 4),
                 "fit s": round(r["fit_seconds"], 1),
                 "centres s": round(r["timings"]["centres"], 1),
@@ -327,9 +351,10 @@ def report(ms, out: str):
                 "score s": round(r["score_seconds"], 1),
                 "peak client GiB": round(r["memory"]["peak_client_gib"], 2),
                 "peak worker GiB": round(r["memory"]["peak_worker_gib"], 2),
+                "8 m^2 GiB": round(8.0 * r["m"] ** 2 / GIB, 2),
                 "n x m x 4 GiB": round(r["n_x_m_x_4_gib"], 1),
             })
-        md += ["## Kernel basis (uniform centres, pairs preconditioner)", "",
+        md += ["## Kernel basis (uniform centres)", "",
                "`start`: the model the fit was warm-started from (same width: its "
                "coefficients; another width: its function interpolated at the centres); "
                "`default arguments`: `KernelAUC(n_centres=m)` with everything chosen "
@@ -462,6 +487,9 @@ def main(argv=None):
                     help="kernel step: KernelAUC's preconditioner weighting")
     ap.add_argument("--factor-placement", default="auto", choices=("auto", "client", "workers"),
                     help="kernel step: where KernelAUC keeps the preconditioner's factor")
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="kernel step: checkpoint every Newton step in the cache and resume "
+                         "from it (a fit longer than a session goes on in the next)")
     ap.add_argument("--gamma-multiplier", type=float, default=None,
                     help="kernel step: gamma = this / b instead of the selection's (the width "
                          "measured at the final scale, e.g. by the gamma step)")
@@ -532,7 +560,9 @@ def main(argv=None):
                 row = step_kernel(est.set_params(gamma=gamma, lam=sel["lam"], solver="kernel",
                                                  warm_start=True, weighting=args.weighting,
                                                  factor_placement=args.factor_placement),
-                                  Xd, ytr, Xte, yte, m, rates)
+                                  Xd, ytr, Xte, yte, m, rates,
+                                  checkpoint=os.path.join(OUT, key + "-checkpoint.zarr")
+                                  if args.checkpoint else None)
                 _save(key, {**row, "gamma_multiplier": gamma * sel["gamma_multiplier"]
                             / sel["gamma"], "warm_start_from": prev,
                             "memory_limit": args.memory_limit})

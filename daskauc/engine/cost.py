@@ -150,47 +150,116 @@ def route_costs(n: int, d: int, m: int, *, loss: str, n_threads: int,
 
 
 
-#: the blocked factor on the workers (:mod:`daskauc.solvers.blocked_preconditioner`) against
-#: LAPACK on the client, measured on this machine's 2 cores (2 single-threaded workers,
-#: m = 8,192 / 16,384): Cholesky of K_mm 1.0-1.25x the client's time, ``L^T L`` and the
-#: second Cholesky 1.65x; so its flops run at about 1 / 1.5 of the same threads' LAPACK rate.
-BLOCKED_EFFICIENCY = 1 / 1.5
-#: seconds a task of the blocked triangular solves costs beyond its flops (m = 16,384,
-#: b = 2,048: 4 solves of 36 tile tasks in 0.52 s against 0.15 s for the client's dtrsv)
+#: LAPACK's factorizations on the client run at this fraction of its threads' float64 GEMM rate
+#: (m = 16,384 on 2 threads: Cholesky with K_mm 1.47e12 flops in 18.7 s, lauum + Cholesky
+#: 2.9e12 in 24.3 s, against 88 GFLOP/s of GEMM)
+CLIENT_LAPACK_EFFICIENCY = 0.9
+#: the blocked factor's tile tasks (:mod:`daskauc.solvers.blocked_preconditioner`) run at this
+#: fraction of the workers' float64 GEMM rate (2 single-threaded workers, m = 8,192 .. 16,384:
+#: 68-72 GFLOP/s for the Cholesky and for ``L' L`` + Cholesky, tile moves included)
+BLOCKED_EFFICIENCY = 0.8
+#: seconds a task of the blocked triangular solves costs beyond its bytes (m = 16,384,
+#: b = 2,048: four solves of 36 tile tasks each in 0.52 s against 0.15 s for the client's)
 BLOCKED_TASK_SECONDS = 2.5e-3
 #: fraction of the client's available memory its factor (8 m^2 bytes) may take
 CLIENT_FACTOR_FRACTION = 0.5
+#: a kernel pass against its flop floor ``2 n m (d + 2)`` at the kernel-tile rate: measured
+#: 1.72-2.44 on covtype (464,810 rows, m = 4,096 .. 16,384, 2 workers), 1.96 for one pass alone
+PASS_OVERHEAD = 1.9
+#: bytes per second between two workers (their links in parallel): 10 GbE
+NETWORK_BYTES_PER_SECOND = 1.25e9
+
+
+def _factor_flops(m: int, d: int, weighting: str) -> tuple[float, float]:
+    """Flops of the factor of K_mm (with the kernel) and of one factorization of A."""
+    chol = m * m * (d + 2) + m**3 / 3.0
+    gram = m**3 if weighting == "pairs" else m**3 / 3.0
+    return chol, gram + m**3 / 3.0
+
+
+def _apply_seconds(m: int, block: int, threads: int, rates: dict, placement: str) -> float:
+    """One application of the preconditioner: four triangular solves reading a triangle each
+    (and, on the workers, ~2 nb^2 tile tasks)."""
+    read = 4.0 * 8.0 * m * m / 2.0 / (rates["read_bytes"] * threads)
+    if placement == "client":
+        return read
+    nb = -(-m // block)
+    return read + 4 * nb * (nb + 1) / 2 * BLOCKED_TASK_SECONDS
 
 
 def factor_costs(m: int, *, block: int, n_threads: int, client_threads: int | None = None,
                  client_memory: float = np.inf, worker_memory: float = np.inf,
-                 passes: int = EXPECTED_PASSES["squared_hinge"],
+                 passes: int = EXPECTED_PASSES["squared_hinge"], d: int = 54,
                  rates: dict | None = None) -> dict:
     """Estimated seconds of the Nystroem preconditioner on the client (``client``: one m x m
     float64 matrix, LAPACK on the client's threads) and on the workers (``workers``: two lower
     triangles of tiles, :class:`~daskauc.solvers.blocked_preconditioner.
     BlockedNystroemPreconditioner`), each inf when it does not fit (``client_memory`` /
-    ``worker_memory``: bytes it may take there), for a fit of ``passes`` passes (a
-    preconditioner application every two): factorizations (three m^3 / 3 flop calls and the
-    kernel's 2 m^2 d), plus the applications (four triangular solves reading the factor)."""
+    ``worker_memory``: bytes it may take there), for a fit of ``passes`` passes (an
+    application every two passes): the factor of K_mm, one of A, and the applications."""
     rates = machine_rates() if rates is None else rates
     T = client_threads or os.cpu_count() or 1
     W = max(1, int(n_threads))
-    flops = 2.0 * m * m * 56 + 3.0 * m**3 / 3.0
+    chol, refactor = _factor_flops(m, d, "mean")
     applies = passes / 2.0
-    solve_bytes = 4.0 * 8.0 * m * m / 2.0  # four solves, each reading one triangle
-    nb = -(-m // block)
-    client = flops / (rates["gemm64_flops"] * T * 0.5) + applies * solve_bytes / (
-        rates["read_bytes"] * T)
-    workers = (flops / (rates["gemm64_flops"] * W * 0.5 * BLOCKED_EFFICIENCY)
-               + applies * (solve_bytes / (rates["read_bytes"] * W)
-                            + 4 * nb * (nb + 1) * BLOCKED_TASK_SECONDS))
+    client = ((chol + refactor) / (rates["gemm64_flops"] * T * CLIENT_LAPACK_EFFICIENCY)
+              + applies * _apply_seconds(m, block, T, rates, "client"))
+    workers = ((chol + refactor) / (rates["gemm64_flops"] * W * BLOCKED_EFFICIENCY)
+               + applies * _apply_seconds(m, block, W, rates, "workers"))
     client_bytes, worker_bytes = 8.0 * m * m, 8.0 * m * (m + block)
     return {"client": client if client_bytes <= client_memory else np.inf,
             "workers": workers if worker_bytes <= worker_memory else np.inf,
             "client_bytes": client_bytes, "worker_bytes": worker_bytes,
             "client_memory": float(client_memory), "worker_memory": float(worker_memory),
             "block": int(block)}
+
+
+def kernel_plan(n: int, d: int, m: int, *, workers: int, threads_per_worker: int = 1,
+                block: int | None = None, newton_steps: int = 5, cg_steps: int = 100,
+                factorizations: int = 2, weighting: str = "mean", placement: str = "workers",
+                network: float = NETWORK_BYTES_PER_SECOND, rates: dict | None = None) -> dict:
+    """Predicted seconds per stage and memory per worker of a kernel-route fit (the squared
+    hinge) of n rows x d features on m centres, ``workers`` x ``threads_per_worker`` threads
+    of this machine's single-thread rates (``rates``, default :func:`machine_rates`).
+
+    Stages: ``factor_T`` (K_mm and its blocked Cholesky), ``factor_A`` (``factorizations``
+    factorizations of A), ``passes`` (``2 (newton_steps + 1) + 2 cg_steps`` passes at
+    ``PASS_OVERHEAD`` times the kernel-tile floor), ``applies`` (one per CG step and one per
+    Newton step), ``network`` (tiles moved by the factorizations: at most
+    ``min(workers - 1, nb)`` copies of each triangle, over the workers' links in parallel).
+    ``memory_per_worker``: the two triangles and the persisted rows, shared out, plus a
+    pass's working tiles. The defaults (5 Newton steps, 100 CG steps, 2 factorizations) are
+    those of covtype's cold fits at m = 4,096 .. 16,384 (82-108 CG steps)."""
+    from ..solvers.kernel_basis import factor_block
+
+    rates = machine_rates() if rates is None else rates
+    threads = max(1, int(workers) * int(threads_per_worker))
+    b = factor_block(m) if block is None else int(block)
+    nb = -(-m // b)
+    chol, refactor = _factor_flops(m, d, weighting)
+    f64 = rates["gemm64_flops"] * threads * BLOCKED_EFFICIENCY
+    if placement == "client":
+        f64 = rates["gemm64_flops"] * threads * CLIENT_LAPACK_EFFICIENCY
+    passes = 2 * (newton_steps + 1) + 2 * cg_steps
+    pass_s = PASS_OVERHEAD * 2.0 * n * m * (d + 2) / (rates["tile_flops"] * threads)
+    triangle = 8.0 * m * (m + b) / 2.0
+    moved = triangle * min(max(int(workers) - 1, 0), nb) / max(int(workers), 1)
+    stages = {
+        "factor_T": chol / f64,
+        "factor_A": factorizations * refactor / f64,
+        "passes": passes * pass_s,
+        "applies": (cg_steps + newton_steps) * _apply_seconds(m, b, threads, rates, placement),
+        "network": (1 + factorizations) * moved / network if placement == "workers" else 0.0,
+    }
+    factor_bytes = 2 * triangle if placement == "workers" else 8.0 * m * m
+    rows = 4.0 * n * d
+    working = 2 * 8.0 * b * b * threads_per_worker + 4.0 * 256 * 1024 * threads_per_worker
+    return {"seconds": stages, "total_seconds": float(sum(stages.values())),
+            "passes": passes, "seconds_per_pass": pass_s, "block": b,
+            "memory_per_worker": (factor_bytes if placement == "workers" else 0.0) / workers
+            + rows / workers + working,
+            "client_bytes": 8.0 * m * m if placement == "client" else 0.0}
+
 
 #: a stochastic solver's steps in one thread: seconds per row, plus seconds per byte of row
 #: at STEP_BYTES_PER_SECOND (one dot product and one update per row). Measured with
