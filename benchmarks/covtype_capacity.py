@@ -303,7 +303,8 @@ def _power_law(rows):
 
 def report(ms, out: str):
     sel = _load("select")
-    keys = sorted((k[:-5] for k in os.listdir(OUT) if k.startswith("kernel-m")),
+    keys = sorted((k[:-5] for k in os.listdir(OUT)
+                   if k.startswith("kernel-m") and k.endswith(".json")),
                   key=lambda k: (int(k.split("-")[1][1:]), k)) if os.path.isdir(OUT) else []
     kern = [{**_load(k), "key": k} for k in keys]
     kern = [r for r in kern if r["m"] in ms]
