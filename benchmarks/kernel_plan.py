@@ -99,8 +99,9 @@ def _time_stages(pc_factory, m: int) -> dict:
 
 def step_factor(m: int, workers: int) -> dict:
     """One m on the client (``workers=0``) or on a LocalCluster of ``workers`` processes."""
+    from daskauc.engine.cost import factor_block
     from daskauc.solvers.blocked_preconditioner import BlockedNystroemPreconditioner
-    from daskauc.solvers.kernel_basis import build_preconditioner, factor_block
+    from daskauc.solvers.kernel_basis import build_preconditioner
 
     C = _centres(m)
     if workers == 0:

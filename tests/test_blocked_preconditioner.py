@@ -15,8 +15,9 @@ from reference import kernel as ref
 
 from daskauc import KernelAUC
 from daskauc.engine import cost
+from daskauc.engine.cost import factor_block
 from daskauc.solvers.blocked_preconditioner import BlockedNystroemPreconditioner
-from daskauc.solvers.kernel_basis import build_preconditioner, factor_block, factor_placement
+from daskauc.solvers.kernel_basis import build_preconditioner, factor_placement
 from daskauc.solvers.kernel_newton import kernel_pairwise_newton
 from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
 
@@ -150,9 +151,7 @@ def test_same_model_threaded_and_on_a_cluster_and_the_client_holds_no_factor(
         dask_cluster_client, monkeypatch):
     from distributed import Future
 
-    from daskauc.solvers import kernel_basis
-
-    monkeypatch.setattr(kernel_basis, "factor_block", lambda m: 32)  # 4 x 4 tiles
+    monkeypatch.setattr(cost, "factor_block", lambda m: 32)  # 4 x 4 tiles
     X, y, C, yc, gamma = _problem(seed=4, n=500, m=120)
     Xd = da.from_array(X, chunks=(125, -1))
     params = dict(n_centres=120, gamma=gamma, lam=1e-2, tol=1e-6, random_state=0,

@@ -49,14 +49,14 @@ from dask.highlevelgraph import HighLevelGraph
 from .._compute import compute as dask_compute
 from .._compute import distributed_client, flush_releases, persist, share
 from .._gaussian import GaussianCentres, gaussian_centres, kernel_block
+from ..engine.cost import FACTOR_BLOCK_MAX
 from ._graphs import fresh_token, threads_limit
 from .preconditioner import JITTER_GROWTH, JITTER_PER_CENTRE, MAX_JITTER
 
 logger = logging.getLogger(__name__)
 
-#: tile side: a 4,096 x 4,096 float64 tile is 128 MiB and its update 1.4e11 flops (about 3 s
-#: on one core here), so the scheduler's ~1 ms per task is negligible
-BLOCK = 4096
+#: default tile side (:data:`daskauc.engine.cost.FACTOR_BLOCK_MAX`)
+BLOCK = FACTOR_BLOCK_MAX
 
 
 class NotPositiveDefinite(np.linalg.LinAlgError):

@@ -251,7 +251,7 @@ def factor_placement(m: int, placement: str = "auto", client=None) -> tuple[str,
     without a distributed client: there the tiles would live in this process as well)."""
     import psutil
 
-    from ..engine.cost import CLIENT_FACTOR_FRACTION, factor_costs
+    from ..engine.cost import CLIENT_FACTOR_FRACTION, factor_block, factor_costs
     from ..engine.placement import memory_budget
 
     check_param("factor_placement", placement, str, choices=FACTOR_PLACEMENTS)
@@ -274,16 +274,6 @@ def factor_placement(m: int, placement: str = "auto", client=None) -> tuple[str,
     return ("workers" if costs["workers"] < costs["client"] else "client"), costs
 
 
-def factor_block(m: int) -> int:
-    """Tile side of the blocked factor: about m / 8 (a multiple of 256), between 1,024 and
-    ``BLOCK``: 8 x 8 tiles keep the 2-worker graphs busy with little per-task overhead
-    (m = 8,192: b = 1,024 ran the applications in 0.30 s, 2,048 in 0.17 s, 4,096 0.17 s;
-    m = 16,384: 2,048 factored A in 41 s against 61 s for 4,096)."""
-    from .blocked_preconditioner import BLOCK
-
-    return int(min(BLOCK, max(1024, 256 * math.ceil(m / 8 / 256))))
-
-
 def build_preconditioner(centres, gamma: float, *, jitter: float | None = None,
                          placement: str = "auto"):
     """Factor ``K_mm + jitter I`` of the centres (float64) for :class:`KernelBasis`: on the
@@ -293,6 +283,7 @@ def build_preconditioner(centres, gamma: float, *, jitter: float | None = None,
     C = np.asarray(centres, dtype=np.float64)
     where, costs = factor_placement(C.shape[0], placement, _compute.distributed_client())
     if where == "workers":
+        from ..engine.cost import factor_block
         from .blocked_preconditioner import BlockedNystroemPreconditioner
 
         pc = BlockedNystroemPreconditioner(C, gamma, jitter=jitter,
