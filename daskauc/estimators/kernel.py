@@ -363,6 +363,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                 raise ValueError("X_val was given without y_val")
             Xv = self._scale(as_row_chunked(X_val, name="X_val", dtype=self.dtype))
             yv, _ = as_labels(y_val, name="y_val")
+        warm = self._previous_function()  # before this fit's centres replace the last's
         self._set_model(centres, labels, index, gamma, lam, route, costs, selection)
         self.classes_ = np.asarray(classes)
         self.n_features_in_ = d
@@ -371,7 +372,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
             on_step = self._checkpoint_step(checkpoint)
         alpha, result = fit_kernel_model(
             route, Xs, y_np, centres, labels, index, gamma, lam, settings,
-            previous=self._previous_function(), X_val=Xv, y_val=yv, on_step=on_step,
+            previous=warm, X_val=Xv, y_val=yv, on_step=on_step,
             resume=previous._solver_state if previous is not None else None)
         timings["solve"] = time.perf_counter() - tic
         if not result.converged and self.loss == "squared_hinge":
