@@ -86,9 +86,17 @@ class _ListeningSockets:
         self._thread.join()
 
 
+def _default_sigint():
+    """In the child, before exec: Ctrl-C's default action. A shell starts a background job
+    (``pytest &``) with SIGINT ignored and children inherit that, so Python installs no
+    KeyboardInterrupt handler and the signal tests saw nothing happen."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _popen(args, **kw):
     return subprocess.Popen([*DASKAUC, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
+                            **kw)
 
 
 # -------------------------------------------------------------------- a normal run
@@ -412,6 +420,7 @@ def test_ctrl_c_before_a_dask_call_starts_prints_no_traceback_unless_verbose(tmp
 
     def run(mode):
         r = subprocess.run([sys.executable, script, mode], capture_output=True, text=True,
+                           preexec_fn=_default_sigint,
                            timeout=60)
         assert "interrupted" in r.stderr, r.stderr
         return r.stderr
