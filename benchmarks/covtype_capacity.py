@@ -511,7 +511,15 @@ def main(argv=None):
                       memory_limit=args.memory_limit, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         logging.info("dashboard %s", client.dashboard_link)
-        Xd = to_cluster(client, Xtr, 50_000).persist()
+        Xd = to_cluster(client, Xtr, 50_000)
+        if args.checkpoint:
+            # a checkpoint records its data by the dask array's name: scattered blocks get
+            # another name in every process (the resume was refused: "fitted on other data"),
+            # so the rows are named by a hash of their values (0.1 s for 100 MB)
+            from dask.base import tokenize
+
+            Xd = Xd.map_blocks(lambda b: b, name=f"covtype-train-rows-{tokenize(Xtr)}")
+        Xd = Xd.persist()
         rates = _cached("rates", args.force, lambda: {
             "tile_1thread": kernel_tile_rate(54, 1), "tile_2workers": kernel_tile_rate(54, 2),
             "gemm32_2threads": gemm_rate(np.float32), "gemm64_2threads": gemm_rate(np.float64),

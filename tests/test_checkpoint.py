@@ -104,7 +104,11 @@ def test_kernel_auc_resumes_from_any_step(tmp_path, params):
     kw = dict(n_centres=120, gamma=0.5, lam=1e-6, tol=1e-9, random_state=0, **params)
     straight = KernelAUC(**kw).fit(X, y)
     assert straight.n_iter_ >= 4
-    for k in (1, straight.n_iter_ - 2):
+    # both ends for "pairs" (its factor is rebuilt from saved coefficients), a late step for
+    # the others (the suite's time)
+    ks = (1, straight.n_iter_ - 2) if params.get("weighting") == "pairs" else (
+        straight.n_iter_ - 2,)
+    for k in ks:
         ck = tmp_path / f"ck{k}.zarr"
         with pytest.warns(Warning, match="did not reach"):
             KernelAUC(**{**kw, "max_iter": k}).fit(X, y, checkpoint=ck)
