@@ -320,10 +320,9 @@ class BlockedNystroemPreconditioner:
                     acc = key
                 gram[(i, j)] = acc
         t0 = time.perf_counter()
-        with_gram = dict(layer)
-        factor = _cholesky_layer(with_gram, name, gram, nb)
+        factor = _cholesky_layer(layer, name, gram, nb)
         try:
-            self._M = self._persist(with_gram, name, factor, list(self._L.values()))
+            self._M = self._persist(layer, name, factor, list(self._L.values()))
         except NonFiniteKernel:
             raise np.linalg.LinAlgError(
                 f"Cholesky of ridge I + scale T W T^T failed (ridge={ridge}, scale={scale}): "

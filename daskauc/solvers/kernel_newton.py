@@ -142,19 +142,12 @@ class KernelBasis:
             return np.copy
         t0 = time.perf_counter()
         if self.weighting == "pairs" and np.any(alpha):
-            cc = pairwise_coefficients(self.pc.regularizer_matvec(alpha), self.centre_pos,
-                                       self.centre_neg)
+            cc, laplacian = self._centre_pairs(alpha)
             pairs_c = float(self.centre_pos.size) * float(self.centre_neg.size)
             active = cc.n_active_pairs / pairs_c
             last = self._factored_active
             if last is not None and abs(active - last) <= REFACTOR_CHANGE * last:
                 return self.pc.apply
-
-            def laplacian(B):
-                for k in range(B.shape[1]):
-                    B[:, k] = cc.laplacian_matvec(B[:, k])
-                return B
-
             self.pc.factor(1.0, 2.0 * C * self.n_pairs / pairs_c, operator=laplacian)
             self._factored_active = active
             self._factored_alpha = np.array(alpha, dtype=np.float64, copy=True)
@@ -171,6 +164,19 @@ class KernelBasis:
             label = "mean degree"
         logger.info("preconditioner factored (%s) in %.2f s", label, time.perf_counter() - t0)
         return self.pc.apply
+
+    def _centre_pairs(self, alpha):
+        """The pairs active among the centres at scores ``K_mm alpha``, and their Laplacian
+        as the operator ``W`` of :meth:`NystroemPreconditioner.factor`."""
+        cc = pairwise_coefficients(self.pc.regularizer_matvec(alpha), self.centre_pos,
+                                   self.centre_neg)
+
+        def laplacian(B):
+            for k in range(B.shape[1]):
+                B[:, k] = cc.laplacian_matvec(B[:, k])
+            return B
+
+        return cc, laplacian
 
     def factor_state(self) -> dict | None:
         """What the current factor of A was built from (for a checkpoint): its ridge and
@@ -190,14 +196,7 @@ class KernelBasis:
         operator = None
         if state.get("pairs_alpha") is not None:
             alpha = np.asarray(state["pairs_alpha"], dtype=np.float64)
-            cc = pairwise_coefficients(self.pc.regularizer_matvec(alpha), self.centre_pos,
-                                       self.centre_neg)
-
-            def operator(B):
-                for k in range(B.shape[1]):
-                    B[:, k] = cc.laplacian_matvec(B[:, k])
-                return B
-
+            _, operator = self._centre_pairs(alpha)
             self._factored_alpha = alpha.copy()
         self.pc.factor(float(state["ridge"]), float(state["scale"]), operator=operator)
         self._factored_active = state.get("active")
