@@ -40,6 +40,7 @@ example: daskauc ingest data.libsvm.xz data.zarr --shuffle --split train.zarr te
 # -- methods the fit command knows ------------------------------------------------------------
 def _methods() -> dict:
     """name -> (estimator class, fixed params) for ``daskauc fit --method``."""
+    from .estimators.kernel import KernelAUC
     from .estimators.least_squares import LEAST_SQUARES_METHODS
     from .estimators.online import ONLINE_METHODS
     from .estimators.pairwise_sgd import PairwiseHingeSGD
@@ -50,6 +51,7 @@ def _methods() -> dict:
         "nsvmsgd2": (PairwiseHingeSGD, {"average": False}),
         "nbauc": (RankSVM, {}),
         "ranksvm": (RankSVM, {}),
+        "kernel": (KernelAUC, {}),
     }
     methods.update({k: (v, {}) for k, v in LEAST_SQUARES_METHODS.items()})
     methods.update({k: (v, {}) for k, v in ONLINE_METHODS.items()})
@@ -717,8 +719,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store", help="training store")
     p.add_argument("model", help="where to save the fitted model (Zarr group)")
     p.add_argument("--method", default="nsauc",
-                   help="nsauc, nsvmsgd2, nbauc (= ranksvm: PRSVM+ Newton), lsauc, twopass, "
-                        "opauc, solam, spam, spdam, oam, uni-exp, uni-squ")
+                   help="nsauc, nsvmsgd2, nbauc (= ranksvm: PRSVM+ Newton), kernel "
+                        "(KernelAUC, on a raw store: Gaussian kernel with many centres), "
+                        "lsauc, twopass, opauc, solam, spam, spdam, oam, uni-exp, uni-squ")
     p.add_argument("--lam", type=float, default=None,
                    help="regularization of the SGD and least-squares methods (default: the "
                    "estimator's)")

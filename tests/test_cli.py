@@ -108,6 +108,33 @@ def test_every_method_fits_saves_and_evaluates(embedded, tmp_path, method, capsy
     assert auc > 0.5  # learned something from the (nonlinear, embedded) problem
 
 
+def test_kernel_method_fits_a_raw_store_as_kernelauc_does(embedded, tmp_path, capsys,
+                                                          dask_cluster_client, monkeypatch):
+    """``--method kernel`` is KernelAUC on the raw (not embedded) store, checkpointed, with
+    its parameters from --lam / --param: the model of KernelAUC(...).fit in Python, and
+    evaluate scores the raw test store through it."""
+    from daskauc import KernelAUC
+
+    monkeypatch.setenv("DASKAUC_SCHEDULER", dask_cluster_client.scheduler.address)
+    train, test = (p.replace("-emb.zarr", ".zarr") for p in embedded)
+    model, ck = str(tmp_path / "model"), str(tmp_path / "ck")
+    params = ["--param", "n_centres=40", "--param", "gamma=0.5", "--param", "tol=0.02"]
+    assert main(["fit", train, model, "--method", "kernel", "--lam", "1e-3", *params,
+                 "--checkpoint", ck]) == 0
+    est = load_model(model)
+    assert isinstance(est, KernelAUC) and est.n_iter_ > 1
+    tr, te = open_dataset(train), open_dataset(test)
+    ref = KernelAUC(n_centres=40, gamma=0.5, lam=1e-3, tol=0.02, random_state=0).fit(tr.X,
+                                                                                    tr.y)
+    np.testing.assert_allclose(est.dual_coef_, ref.dual_coef_, rtol=1e-8, atol=1e-10)
+    capsys.readouterr()
+    assert main(["--json", "evaluate", model, test]) == 0
+    auc = json.loads(capsys.readouterr().out)["auc"]
+    assert auc == pytest.approx(roc_auc_score(te.y.compute(), ref.decision_function(
+        te.X.compute())), abs=1e-10)
+    assert auc > 0.9  # the circle, through the kernel
+
+
 def test_fit_errors_are_reported_not_raised(tmp_path, capsys):
     src = tmp_path / "data.svm"
     _libsvm(src, n=100)

@@ -7,6 +7,8 @@
 #   sudo env "PATH=$PATH" tools/multihost.sh                 # ijcnn1 from ../shared/data
 #   sudo tools/multihost.sh --venv /work/main/.venv          # the same, naming the env
 #   sudo tools/multihost.sh --dataset spambase --methods nsauc   # the shipped data, ~25 s
+#   sudo tools/multihost.sh --methods kernel --centres 8192 --memory-limit 700MiB
+#        # KernelAUC on the raw store, the preconditioner's factor as tiles on the two workers
 #   sudo tools/multihost.sh --cleanup        # remove what a run killed with -9 left behind
 #
 # Executables: dask and daskauc come from one Python environment: --venv DIR, else the active
@@ -37,7 +39,11 @@ Options:
   --landmarks N              k-means Nystroem landmarks (default 400)
   --epochs N                 NSAUC epochs (default 3)
   --chains N                 NSAUC n_chains: chains of one epoch run side by side (default 2)
-  --methods LIST             comma-separated fit methods (default nsauc,nbauc)
+  --methods LIST             comma-separated fit methods (default nsauc,nbauc); kernel
+                             (KernelAUC) fits the raw store, the others its embedding
+  --centres N                kernel: KernelAUC's n_centres (default 2048)
+  --factor-placement WHERE   kernel: auto, client or workers (default workers: the
+                             preconditioner's factor as tiles on the workers)
   --chunk-rows N             rows per store chunk (default 5000 for ijcnn1, 500 for spambase)
   --memory-limit SIZE        per worker (default 2GiB)
   --subnet A.B.C             the /24 the namespaces live in (default 10.147.14)
@@ -54,6 +60,7 @@ die() { echo "multihost.sh: error: $*" >&2; exit 1; }
 # -- options ----------------------------------------------------------------------------------
 DATASET=ijcnn1 DATA_DIR=${DAUC_DATA_DIR:-} LANDMARKS=400 EPOCHS=3 CHAINS=2
 METHODS=nsauc,nbauc CHUNK_ROWS= MEMORY_LIMIT=2GiB SUBNET=10.147.14 WORKDIR= KEEP=0 VENV=
+CENTRES=2048 FACTOR_PLACEMENT=workers
 CLEANUP_ONLY=0 PORT=8786
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -63,6 +70,8 @@ while [[ $# -gt 0 ]]; do
     --epochs) EPOCHS=$2; shift 2 ;;
     --chains) CHAINS=$2; shift 2 ;;
     --methods) METHODS=$2; shift 2 ;;
+    --centres) CENTRES=$2; shift 2 ;;
+    --factor-placement) FACTOR_PLACEMENT=$2; shift 2 ;;
     --chunk-rows) CHUNK_ROWS=$2; shift 2 ;;
     --memory-limit) MEMORY_LIMIT=$2; shift 2 ;;
     --subnet) SUBNET=$2; shift 2 ;;
@@ -297,17 +306,29 @@ else
     --chunk-rows "$CHUNK_ROWS" --split "$STORES/train.zarr" "$STORES/test.zarr"
 fi
 echo "(ingest parses the file in the client process and writes the stores; no cluster tasks)"
-step "embed" "${D[@]}" embed "$STORES/train.zarr" "$STORES/train-emb.zarr" \
-  --landmarks "$LANDMARKS" --also "$STORES/test.zarr" "$STORES/test-emb.zarr"
-tasks "embed"
-declare -A AUC
 IFS=, read -r -a METHOD_LIST <<<"$METHODS"
+if [[ ",$METHODS," =~ ,(nsauc|nsvmsgd2|nbauc|ranksvm|lsauc|twopass|opauc|solam|spam|spdam|oam|uni-exp|uni-squ), ]]; then
+  step "embed" "${D[@]}" embed "$STORES/train.zarr" "$STORES/train-emb.zarr" \
+    --landmarks "$LANDMARKS" --also "$STORES/test.zarr" "$STORES/test-emb.zarr"
+  tasks "embed"
+fi
+declare -A AUC
 for m in "${METHOD_LIST[@]}"; do
-  extra=()
+  extra=() train=$STORES/train-emb.zarr test=$STORES/test-emb.zarr
   [[ $m == nsauc ]] && extra=(--lam 1e-8 --epochs "$EPOCHS" --param "n_chains=$CHAINS")
-  step "fit $m" "${D[@]}" fit "$STORES/train-emb.zarr" "$STORES/$m-model" --method "$m" "${extra[@]}"
+  if [[ $m == kernel ]]; then  # KernelAUC scales and maps the raw rows itself
+    train=$STORES/train.zarr test=$STORES/test.zarr
+    extra=(--param "n_centres=$CENTRES" --param "factor_placement=\"$FACTOR_PLACEMENT\"")
+  fi
+  step "fit $m" "${D[@]}" fit "$train" "$STORES/$m-model" --method "$m" "${extra[@]}"
   tasks "fit $m"
-  step "evaluate $m" "${D[@]}" --json evaluate "$STORES/$m-model" "$STORES/test-emb.zarr"
+  if [[ $m == kernel ]]; then
+    "$PY" -c 'import sys; from daskauc.io import load_model; e = load_model(sys.argv[1])
+print(f"KernelAUC: {e.centres_.shape[0]} centres, factor on the {e.factor_placement_}, "
+      f"{e.n_iter_} Newton steps; seconds:", {k: round(v, 2) for k, v in
+      {**e.timings_, **e.preconditioner_seconds_}.items()})' "$STORES/$m-model"
+  fi
+  step "evaluate $m" "${D[@]}" --json evaluate "$STORES/$m-model" "$test"
   AUC[$m]=$(sed -n 's/.*"auc": *\([0-9.eE+-]*\).*/\1/p' "$LOGS/last-step.log" | tail -n1)
   [[ -n ${AUC[$m]} ]] || die "no AUC in the output of evaluate"
   tasks "evaluate $m"
