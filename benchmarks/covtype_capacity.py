@@ -45,11 +45,14 @@ from daskauc.engine.cost import gemm_rate, kernel_tile_rate
 
 OUT = os.path.join(CACHE_DIR, "covtype_capacity")
 MS = (4096, 8192, 16384, 32768)
-STEPS = ("select", "auto", "kernel", "floor", "cg", "gamma", "xgboost", "nbauc1600")
+STEPS = ("select", "auto", "kernel", "floor", "cg", "lowrank", "gamma", "xgboost",
+         "nbauc1600")
 #: centres of the default-arguments fit (its width walked at this scale)
 AUTO_M = 8192
 #: the bandwidth against m on a subsample: training rows, validation rows, sizes, multipliers
 GAMMA_ROWS, GAMMA_VAL, GAMMA_MS, GAMMA_MULTS = 100_000, 50_000, (4096, 8192), (2, 4, 8)
+#: ranks of the low-rank preconditioner compared with the full factor at m = 4,096
+LOWRANK_RANKS = (256, 1024)
 SEED = 0
 GIB = 2.0**30
 
@@ -213,28 +216,135 @@ def step_floor(Xd, m, gamma, rates):
             "ratio_gemm": best * rates["gemm32_2threads"] / flops}
 
 
+class LowRankPreconditioner:
+    """A rank-k Nystroem preconditioner of the kernel-basis Hessian, O(m k) memory, for the
+    comparison with the full factor (issue 28): ``K_mm`` is approximated from k of its
+    columns (a uniform sample of the centres) as ``V diag(lmb) V^T`` (V: m x k orthonormal),
+    and ``H ~ ridge K + scale K^2`` (the "mean" weighting) is preconditioned by
+
+        P = V diag(ridge lmb + scale lmb^2) V^T + tau (I - V V^T),
+
+    ``tau`` the value at the smallest kept eigenvalue (Frangella, Tropp & Udell, "Randomized
+    Nystroem preconditioning", 2023, put the complement at the k-th eigenvalue). ``P^{-1}``
+    costs 4 m k flops. The problem itself (regularizer ``K~``, the whitened norm of the
+    stopping rule) stays that of ``full``, the client-side factor, so that CG steps of the two
+    are counted on the same systems."""
+
+    placement = "client"
+
+    def __init__(self, full, centres, gamma: float, k: int, seed: int = SEED):
+        from scipy.linalg import eigh
+
+        from daskauc._gaussian import gaussian_centres, kernel_block
+
+        self.full, self.m, self.k, self.jitter = full, full.m, int(k), full.jitter
+        self.seconds = {"kernel_mk": 0.0, "eig": 0.0}
+        self.n_factorizations = 0
+        self.ridge = self.scale = self.operator = None
+        t0 = time.perf_counter()
+        C = np.asarray(centres, dtype=np.float64)
+        idx = np.sort(np.random.default_rng(seed).choice(self.m, self.k, replace=False))
+        K_mk = kernel_block(C, gaussian_centres(C[idx], gamma, np.float64))
+        t1 = time.perf_counter()
+        # K_mm ~ K_mk K_kk^+ K_km = U U^T with U = K_mk Q D^{-1/2} (eigenvalues of K_kk below
+        # its round-off dropped), then V, lmb from the thin SVD of U
+        D, Q = eigh(K_mk[idx])
+        keep = D > D.max() * self.k * np.finfo(np.float64).eps
+        U = K_mk @ (Q[:, keep] / np.sqrt(D[keep]))
+        V, s, _ = np.linalg.svd(U, full_matrices=False)
+        self.V, self.lmb = np.ascontiguousarray(V), s**2
+        self.seconds["kernel_mk"] += t1 - t0
+        self.seconds["eig"] += time.perf_counter() - t1
+
+    def factor(self, ridge: float, scale: float, operator=None, block: int = 512) -> None:
+        if operator is not None:
+            raise NotImplementedError("the low-rank preconditioner has the 'mean' weighting")
+        self.d = ridge * self.lmb + scale * self.lmb**2
+        self.tau = float(self.d.min())
+        self.ridge, self.scale, self.operator = float(ridge), float(scale), None
+        self.n_factorizations += 1
+
+    def apply(self, r) -> np.ndarray:
+        r = np.asarray(r, dtype=np.float64)
+        c = self.V.T @ r
+        return self.V @ (c / self.d) + (r - self.V @ c) / self.tau
+
+    def __getattr__(self, name):  # the problem's own operators: the full factor's
+        return getattr(self.__dict__["full"], name)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.V.nbytes)
+
+
 def step_cg(Xtr, ytr, m, gamma, lam, rows=50_000, max_iter=4):
     """CG steps per Newton step on a random 50,000-row subsample at the full data's lam (the
     conditioning of the full problem; a lam moved to 50,000 rows is 3x larger and easy):
     pairs / mean preconditioner / none, KernelAUC's tolerances (tol 1e-3, cg_tol 0.1, at most
     100 CG steps), at most ``max_iter`` Newton steps from zero."""
-    from daskauc.solvers.kernel_newton import kernel_pairwise_newton
-
-    rng = np.random.default_rng(SEED)
-    idx = np.sort(rng.choice(len(ytr), rows, replace=False))
-    X, y = Xtr[idx], ytr[idx]
-    cidx = np.sort(rng.choice(rows, m, replace=False))
+    X, y, cidx = _cg_problem(Xtr, ytr, m, rows)
     out = {"m": m, "rows": rows, "gamma": gamma}
     for name, kw in (("pairs", {"weighting": "pairs"}), ("mean", {"weighting": "mean"}),
                      ("none", {"precondition": False})):
+        out[name] = _cg_run(X, y, cidx, gamma, lam, max_iter, **kw)
+    return out
+
+
+def _cg_problem(Xtr, ytr, m, rows):
+    """The CG comparison's subsample and centres (the same for every preconditioner)."""
+    rng = np.random.default_rng(SEED)
+    idx = np.sort(rng.choice(len(ytr), rows, replace=False))
+    return Xtr[idx], ytr[idx], np.sort(rng.choice(rows, m, replace=False))
+
+
+def _cg_run(X, y, cidx, gamma, lam, max_iter, **kw) -> dict:
+    from daskauc.solvers.kernel_newton import kernel_pairwise_newton
+
+    t0 = time.perf_counter()
+    res = kernel_pairwise_newton(X, y, X[cidx], gamma=gamma, lam=lam, max_iter=max_iter,
+                                 max_cg=100, centre_labels=y[cidx], **kw)
+    return {"cg_per_newton": [h.get("cg_iter", 0) for h in res.history[1:]],
+            "cg_residual": [h.get("cg_rel_residual") for h in res.history[1:]],
+            "rel_grad_norm": res.history[-1]["rel_grad_norm"],
+            "converged": res.converged, "passes": res.state["passes"],
+            "seconds": time.perf_counter() - t0}
+
+
+def _apply_seconds(pc, m: int, repeat: int = 20) -> float:
+    r = np.random.default_rng(SEED).standard_normal(m)
+    times = []
+    for _ in range(repeat):
         t0 = time.perf_counter()
-        res = kernel_pairwise_newton(X, y, X[cidx], gamma=gamma, lam=lam, max_iter=max_iter,
-                                     max_cg=100, centre_labels=y[cidx], **kw)
-        out[name] = {"cg_per_newton": [h.get("cg_iter", 0) for h in res.history[1:]],
-                     "cg_residual": [h.get("cg_rel_residual") for h in res.history[1:]],
-                     "rel_grad_norm": res.history[-1]["rel_grad_norm"],
-                     "converged": res.converged, "passes": res.state["passes"],
-                     "seconds": time.perf_counter() - t0}
+        pc.apply(r)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def step_lowrank(Xtr, ytr, m, gamma, lam, ranks, rows=50_000, max_iter=4):
+    """The rank-k preconditioner (:class:`LowRankPreconditioner`) against the full
+    client-side factor ("mean" weighting both) on :func:`step_cg`'s problem: CG steps per
+    Newton step, seconds to build and to apply, memory."""
+    from daskauc.solvers.kernel_basis import build_preconditioner
+
+    X, y, cidx = _cg_problem(Xtr, ytr, m, rows)
+    t0 = time.perf_counter()
+    full = build_preconditioner(X[cidx], gamma, placement="client")
+    full.factor(1.0, 1.0)
+    out = {"m": m, "rows": rows, "gamma": gamma, "lam": lam,
+           "load_average_before": os.getloadavg()[0],
+           "full": {"build_seconds": time.perf_counter() - t0,
+                    "apply_seconds": _apply_seconds(full, m), "bytes": full.nbytes,
+                    **_cg_run(X, y, cidx, gamma, lam, max_iter, weighting="mean")}}
+    for k in ranks:
+        t0 = time.perf_counter()
+        pc = LowRankPreconditioner(full, X[cidx], gamma, k)
+        pc.factor(1.0, 1.0)
+        build = time.perf_counter() - t0
+        out[f"rank {k}"] = {"k": k, "build_seconds": build, "bytes": pc.nbytes,
+                            "apply_seconds": _apply_seconds(pc, m),
+                            **_cg_run(X, y, cidx, gamma, lam, max_iter, weighting="mean",
+                                      preconditioner=pc)}
+    out["load_average_after"] = os.getloadavg()[0]
     return out
 
 
@@ -421,6 +531,29 @@ def report(ms, out: str):
                "(tol = 1e-3, cg_tol = 0.1, at most 100 CG steps per Newton step), at most 4 "
                "Newton steps from zero. `none` still measures residuals in the whitened norm.",
                "", md_table(rows), ""]
+    low = _load("lowrank-m4096")
+    if low:
+        rows = [{"preconditioner": "full factor (client)" if name == "full" else name,
+                 "memory (MB)": round(r["bytes"] / 1e6, 1),
+                 "build (s)": round(r["build_seconds"], 2),
+                 "one application (ms)": round(1e3 * r["apply_seconds"], 2),
+                 "CG per Newton step": r["cg_per_newton"], "passes": r["passes"],
+                 "|grad| / |grad0| reached": f"{r['rel_grad_norm']:.1e}",
+                 "seconds": round(r["seconds"], 1)}
+                for name, r in low.items() if isinstance(r, dict)]
+        md += ["## The rank-k preconditioner against the full factor", "",
+               f"The problem of the CG table ({low['rows']:,} rows, m = {low['m']:,}, the full "
+               "data's lam, \"mean\" weighting, at most 100 CG steps, 4 Newton steps); the "
+               "rank-k preconditioner (`LowRankPreconditioner` in this script: K_mm from k "
+               "uniformly sampled columns, the complement of its range at the k-th "
+               "eigenvalue) holds m k numbers instead of m^2. The kernel-basis Hessian "
+               "`K~ + 2C K^T L K` has no identity term: in the directions where K_mm's "
+               "eigenvalues fall from the k-th to the jitter it spans as many orders of "
+               "magnitude, which only the full factor undoes.", "", md_table(rows), ""]
+        if "load_average_before" in low:
+            md += [f"Load average {low['load_average_before']:.1f} before the run and "
+                   f"{low['load_average_after']:.1f} after it (2 cores): above 2, the seconds "
+                   "are those of a shared machine; the CG steps do not depend on it.", ""]
     gam = [r for r in (_load(f"gamma-m{m}-x{g}") for m in GAMMA_MS for g in GAMMA_MULTS) if r]
     if gam:
         md += ["## The width against m on a subsample", "",
@@ -468,7 +601,8 @@ def report(ms, out: str):
         ax2.legend(fontsize=7)
         fig.suptitle("covtype.binary, 464,810 training rows, 2 cores")
     write_results("covtype_capacity", {"select": sel, "kernel": kern, "floor": floors,
-                                       "cg": cgs, "gamma": gam, "baselines": base,
+                                       "cg": cgs, "lowrank": low, "gamma": gam,
+                                       "baselines": base,
                                        "rates": rates},
                   "\n".join(md), figure=fig, out=out)
 
@@ -527,7 +661,7 @@ def main(argv=None):
                         f"{mi['memory_gib']} GiB, load {mi['load_average'][0]:.2f}")(
                             machine_info())})
         sel = None
-        if steps & {"select", "kernel", "cg", "gamma"}:
+        if steps & {"select", "kernel", "cg", "lowrank", "gamma"}:
             sel = _cached("select", args.force and "select" in steps,
                           lambda: step_select(Xd, ytr, Xte, yte))
             logging.info("chosen gamma %.4g (%g/b), lam %.3g", sel["gamma"],
@@ -577,7 +711,7 @@ def main(argv=None):
                             "memory_limit": args.memory_limit})
                 _keep_model(key, est)
                 prev = key
-        if steps & {"floor", "cg"}:
+        if steps & {"floor", "cg", "lowrank"}:
             # the solvers below take rows as KernelAUC sees them: standardized (the loader's
             # rows are raw, where every kernel value between two rows underflows to 0)
             Xtr_s = _standardized(Xtr)
@@ -592,6 +726,11 @@ def main(argv=None):
             for m in (4096, 8192):
                 _cached(f"cg-m{m}", args.force,
                         lambda m=m: step_cg(Xtr_s, ytr, m, width["gamma"], sel["lam"]))
+        if "lowrank" in steps:
+            width = _load(f"kernel-m{AUTO_M}-auto") or sel
+            _cached("lowrank-m4096", args.force,
+                    lambda: step_lowrank(Xtr_s, ytr, 4096, width["gamma"], sel["lam"],
+                                         LOWRANK_RANKS))
         if "gamma" in steps:
             for m in GAMMA_MS:
                 for mult in GAMMA_MULTS:

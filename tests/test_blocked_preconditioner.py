@@ -192,3 +192,31 @@ def test_factor_placement_follows_the_cost_model(dask_cluster_client, monkeypatc
         factor_placement(64, "gpu", None)
     with pytest.raises(ValueError, match="factor_placement must be one of"):
         KernelAUC(factor_placement="gpu", gamma=1.0, lam=1e-3).fit(*_problem()[:2])
+
+
+def test_the_low_rank_preconditioner_is_its_definition_and_at_full_rank_the_full_factor():
+    """benchmarks.covtype_capacity.LowRankPreconditioner (the rank-k alternative measured
+    against the full factor): apply is the inverse of its dense P = V diag(ridge l + scale
+    l^2) V^T + tau (I - V V^T), V orthonormal; at k = m the Nystroem approximation is K_mm
+    itself, so it applies (ridge K + scale K^2)^{-1} as the full factor does."""
+    from benchmarks.covtype_capacity import LowRankPreconditioner
+
+    C, gamma = _centres(m=60, d=3)
+    full = build_preconditioner(C, gamma, placement="client")
+    full.factor(1.0, 3.0)
+    r = np.random.default_rng(1).standard_normal(60)
+    low = LowRankPreconditioner(full, C, gamma, 12)
+    low.factor(1.0, 3.0)
+    V, d = low.V, low.d
+    assert V.shape == (60, 12) and np.allclose(V.T @ V, np.eye(12), atol=1e-12)
+    P = V @ np.diag(d) @ V.T + low.tau * (np.eye(60) - V @ V.T)
+    np.testing.assert_allclose(P @ low.apply(r), r, rtol=0, atol=1e-10 * np.abs(r).max())
+    assert low.tau == pytest.approx(d.min()) and low.nbytes == 60 * 12 * 8
+    # the problem's operators stay the full factor's
+    np.testing.assert_array_equal(low.whiten(r), full.whiten(r))
+    whole = LowRankPreconditioner(full, C, gamma, 60)
+    whole.factor(1.0, 3.0)
+    K = ref.gaussian(C, C, gamma)
+    H = K + 3.0 * K @ K
+    np.testing.assert_allclose(whole.apply(H @ r), r, rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(whole.apply(r), full.apply(r), rtol=1e-7, atol=1e-9)
