@@ -46,7 +46,7 @@ from daskauc.engine.cost import gemm_rate, kernel_tile_rate
 OUT = os.path.join(CACHE_DIR, "covtype_capacity")
 MS = (4096, 8192, 16384, 32768)
 STEPS = ("select", "auto", "kernel", "floor", "cg", "lowrank", "gamma", "xgboost",
-         "nbauc1600")
+         "nbauc1600", "progress")
 #: centres of the default-arguments fit (its width walked at this scale)
 AUTO_M = 8192
 #: the bandwidth against m on a subsample: training rows, validation rows, sizes, multipliers
@@ -148,6 +148,29 @@ def _sessions(history: list) -> list:
             out.append({"first_step": int(rec["iter"]), "seconds": 0.0})
         out[-1]["seconds"], out[-1]["last_step"], last = s, int(rec["iter"]), s
     return out
+
+
+def step_progress(Xte, yte) -> list:
+    """The fits still in progress: each checkpoint in the cache, loaded, its iterate scored
+    on the test rows (the AUC of the raw scores: a checkpoint has no calibration), with its
+    Newton steps so far; recomputed at every call (a checkpoint moves on)."""
+    from daskauc.io import load_model
+    from daskauc.metrics import roc_auc
+
+    rows = []
+    for name in sorted(os.listdir(OUT)) if os.path.isdir(OUT) else ():
+        if not name.endswith("-checkpoint.zarr"):
+            continue
+        est = load_model(os.path.join(OUT, name))
+        hist = est.history_  # the record of the last iterate comes with the next gradient
+        rows.append({"key": name[: -len("-checkpoint.zarr")], "m": est.centres_.shape[0],
+                     "newton_steps": int(est.n_iter_),
+                     "test_auc": float(roc_auc(yte, np.asarray(est._raw_scores(Xte)))),
+                     "objective_before_last_step": hist[-1]["objective"],
+                     "rel_grad_norm_before_last_step": hist[-1]["rel_grad_norm"],
+                     "cg_per_newton": [h.get("cg_iter", 0) for h in hist[1:]],
+                     "sessions": _sessions(hist), "factor_placement": est.factor_placement})
+    return rows
 
 
 def step_kernel(est, Xd, ytr, Xte, yte, m, rates, checkpoint=None):
@@ -531,6 +554,20 @@ def report(ms, out: str):
                "(tol = 1e-3, cg_tol = 0.1, at most 100 CG steps per Newton step), at most 4 "
                "Newton steps from zero. `none` still measures residuals in the whitened norm.",
                "", md_table(rows), ""]
+    prog = [r for r in (_load("progress") or {}).get("checkpoints", []) if r["m"] in ms]
+    if prog:
+        md += ["## Fits in progress (checkpoints)", "",
+               "A fit longer than a session checkpoints every Newton step (`--checkpoint`) and "
+               "goes on in the next session; its iterate so far, scored on the test part "
+               "(`--steps progress`). The gradient is that of the iterate before the last "
+               "step (the last one's comes with the next step).", "",
+               md_table([{"fit": r["key"], "factor on": r["factor_placement"],
+                          "Newton steps": r["newton_steps"],
+                          "test AUC so far": round(r["test_auc"], 4),
+                          "CG per Newton step": r["cg_per_newton"],
+                          "|grad| / |grad0| before the last step":
+                              f"{r['rel_grad_norm_before_last_step']:.2f}"}
+                         for r in prog]), ""]
     low = _load("lowrank-m4096")
     if low:
         rows = [{"preconditioner": "full factor (client)" if name == "full" else name,
@@ -554,6 +591,10 @@ def report(ms, out: str):
             md += [f"Load average {low['load_average_before']:.1f} before the run and "
                    f"{low['load_average_after']:.1f} after it (2 cores): above 2, the seconds "
                    "are those of a shared machine; the CG steps do not depend on it.", ""]
+        else:  # the first run, 2026-11-26, shared the machine with the 32,768-centre fit
+            md += ["This run shared the 2 cores with another fit (load average 6-8): its "
+                   "seconds are not comparable with each other or with the tables above; "
+                   "the CG steps and passes do not depend on the load.", ""]
     gam = [r for r in (_load(f"gamma-m{m}-x{g}") for m in GAMMA_MS for g in GAMMA_MULTS) if r]
     if gam:
         md += ["## The width against m on a subsample", "",
@@ -601,7 +642,8 @@ def report(ms, out: str):
         ax2.legend(fontsize=7)
         fig.suptitle("covtype.binary, 464,810 training rows, 2 cores")
     write_results("covtype_capacity", {"select": sel, "kernel": kern, "floor": floors,
-                                       "cg": cgs, "lowrank": low, "gamma": gam,
+                                       "cg": cgs, "lowrank": low, "progress": prog,
+                                       "gamma": gam,
                                        "baselines": base,
                                        "rates": rates},
                   "\n".join(md), figure=fig, out=out)
@@ -731,6 +773,8 @@ def main(argv=None):
             _cached("lowrank-m4096", args.force,
                     lambda: step_lowrank(Xtr_s, ytr, 4096, width["gamma"], sel["lam"],
                                          LOWRANK_RANKS))
+        if "progress" in steps:
+            _save("progress", {"checkpoints": step_progress(Xte, yte)})
         if "gamma" in steps:
             for m in GAMMA_MS:
                 for mult in GAMMA_MULTS:

@@ -37,7 +37,7 @@ from benchmarks._harness import (
     md_table,
     write_results,
 )
-from daskauc.engine.cost import kernel_plan, machine_rates
+from daskauc.engine.cost import kernel_plan, machine_rates, sweep_seconds
 
 OUT = os.path.join(CACHE_DIR, "kernel_plan")
 CAPACITY = os.path.join(CACHE_DIR, "covtype_capacity")
@@ -145,7 +145,7 @@ def step_check(factor_rows: list, rates: dict) -> list:
         threads = max(1, r["workers"]) if r["workers"] else 2
         p = kernel_plan(1, D, r["m"], workers=threads, placement=r["placement"],
                         factorizations=1, rates=rates)
-        per_apply = p["seconds"]["applies"] / (100 + 5)
+        per_apply = 4.0 * sweep_seconds(r["m"], p["block"], threads, rates, r["placement"])
         for stage, meas, pred in (("factor of K_mm", r["factor_T"], p["seconds"]["factor_T"]),
                                   ("factor of A", r["factor_A"], p["seconds"]["factor_A"]),
                                   ("one application", r["apply"], per_apply)):
@@ -180,6 +180,12 @@ def step_check(factor_rows: list, rates: dict) -> list:
                 out.append({"what": stage, "m": k["m"], "where": place, "workers": 2,
                             "measured s": meas, "predicted s": pred,
                             "error": _error(pred, meas)})
+            peak = k.get("memory", {}).get("peak_worker_gib")
+            if peak:  # a GiB row in the seconds columns: the unit is in its name
+                pred = p["memory_per_worker"] / GIB
+                out.append({"what": "peak worker memory, GiB (covtype)", "m": k["m"],
+                            "where": place, "workers": 2, "measured s": peak,
+                            "predicted s": pred, "error": _error(pred, peak)})
     return out
 
 
@@ -204,7 +210,32 @@ def step_plan(rates: dict) -> list:
     return rows
 
 
-def report(out: str, factor_rows, check_rows, plan_rows, rates):
+#: this machine for the largest m: its memory, what the client process and the system keep
+#: (the client holds m-vectors; 0.74 GB at m = 32,768), and the worker memory fraction at
+#: which dask pauses a worker (``distributed.worker.memory.pause``)
+MACHINE_GIB, CLIENT_RESERVE_GIB, PAUSE_FRACTION = 24.0, 2.0, 0.8
+
+
+def step_machine(rates: dict, n: int = 464_810, workers: int = 2) -> list:
+    """The largest m (a multiple of 1,024) whose factor fits this machine spread over
+    ``workers`` single-threaded workers, by :func:`kernel_plan`'s memory per worker against
+    ``PAUSE_FRACTION`` of an equal share of the memory the client leaves; with the predicted
+    hours of a covtype fit (n rows) at that m."""
+    limit = (MACHINE_GIB - CLIENT_RESERVE_GIB) / workers * GIB
+    rows, m = [], 32768
+    while True:
+        p = kernel_plan(n, D, m, workers=workers, rates=rates)
+        if p["memory_per_worker"] > PAUSE_FRACTION * limit:
+            break
+        rows.append({"m": m, "workers": workers, "worker limit GiB": limit / GIB,
+                     "predicted GiB per worker": p["memory_per_worker"] / GIB,
+                     "factor GB (m x m)": 8.0 * m * m / 1e9,
+                     "predicted hours (covtype)": p["total_seconds"] / 3600})
+        m += 1024
+    return [r for r in rows if r["m"] % 4096 == 0 or r is rows[-1]]
+
+
+def report(out: str, factor_rows, check_rows, plan_rows, rates, machine_rows=()):
     mi = machine_info()
     md = ["# The kernel route's cost model, checked, and the plan to 10^5 centres", "",
           "Command: `python -m benchmarks.kernel_plan` (steps `factor`, `check`, `plan`, "
@@ -247,8 +278,22 @@ def report(out: str, factor_rows, check_rows, plan_rows, rates):
                           for k, v in r.items()} for r in plan_rows]), "",
                "Beside Falkon's published figures (GPUs, one node):", "",
                md_table(FALKON), ""]
+    if machine_rows:
+        last = machine_rows[-1]
+        md += ["## The largest m on this machine", "",
+               f"{MACHINE_GIB:g} GiB, {CLIENT_RESERVE_GIB:g} GiB kept for the client and the "
+               f"system, the rest shared by {last['workers']} single-threaded workers; the "
+               f"factor fits while the predicted memory per worker stays below "
+               f"{PAUSE_FRACTION:.0%} of a worker's limit (where dask pauses it). The last row "
+               f"is the largest m: **{last['m']:,} centres** (its m x m matrix "
+               f"{last['factor GB (m x m)']:.1f} GB; the client keeps m-vectors). Predicted, "
+               "not run: at that m a cold covtype fit is predicted to take "
+               f"{last['predicted hours (covtype)']:.1f} hours on these 2 cores.", "",
+               md_table([{k: (round(v, 2) if isinstance(v, float) else v)
+                          for k, v in r.items()} for r in machine_rows]), ""]
     write_results("kernel_plan", {"factor": factor_rows, "check": check_rows,
-                                  "plan": plan_rows, "rates": rates}, "\n".join(md), out=out)
+                                  "plan": plan_rows, "machine": list(machine_rows),
+                                  "rates": rates}, "\n".join(md), out=out)
 
 
 def main(argv=None):
@@ -271,7 +316,8 @@ def main(argv=None):
                     factor_rows.append(_cached(key, False, lambda: None))
     check_rows = step_check(factor_rows, rates) if "check" in steps else []
     plan_rows = step_plan(capacity_rates(rates)) if "plan" in steps else []
-    report(args.out, factor_rows, check_rows, plan_rows, rates)
+    machine_rows = step_machine(capacity_rates(rates)) if "plan" in steps else []
+    report(args.out, factor_rows, check_rows, plan_rows, rates, machine_rows)
 
 
 if __name__ == "__main__":

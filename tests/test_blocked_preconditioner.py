@@ -154,7 +154,7 @@ def test_same_model_threaded_and_on_a_cluster_and_the_client_holds_no_factor(
     monkeypatch.setattr(cost, "factor_block", lambda m: 32)  # 4 x 4 tiles
     X, y, C, yc, gamma = _problem(seed=4, n=500, m=120)
     Xd = da.from_array(X, chunks=(125, -1))
-    params = dict(n_centres=120, gamma=gamma, lam=1e-2, tol=1e-6, random_state=0,
+    params = dict(n_centres=120, gamma=gamma, lam=1e-2, tol=1e-4, random_state=0,
                   solver="kernel")
     on_cluster = KernelAUC(**params, factor_placement="workers").fit(Xd, y)
     pc = build_preconditioner(C, gamma, placement="workers")

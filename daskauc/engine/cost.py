@@ -192,14 +192,24 @@ def _factor_flops(m: int, d: int, weighting: str) -> tuple[float, float]:
     return chol, gram + m**3 / 3.0
 
 
-def _apply_seconds(m: int, block: int, threads: int, rates: dict, placement: str) -> float:
-    """One application of the preconditioner: four triangular solves reading a triangle each
-    (and, on the workers, ~2 nb^2 tile tasks)."""
-    read = 4.0 * 8.0 * m * m / 2.0 / (rates["read_bytes"] * threads)
+#: triangular sweeps (a product or solve reading one triangle of a factor) per CG step: the
+#: preconditioner's four, the regularizer's two (``L L' v``) and the whitened norm's one; and
+#: per Newton step (the gradient's regularizer and norm). Counting the preconditioner's four
+#: only, the model gave 68-83 s for the 180 s of the iterations with the factor on two workers
+#: in network namespaces (ijcnn1, m = 8,192, 8 Newton and 90 CG steps); with all seven,
+#: 93-108 s; the rest went to a worker paused 140 times at its 800 MiB limit and to tasks
+#: split 37/63 between the workers (docs/benchmarks/multihost.md).
+SWEEPS_PER_CG_STEP, SWEEPS_PER_NEWTON_STEP = 7, 3
+
+
+def sweep_seconds(m: int, block: int, threads: int, rates: dict, placement: str) -> float:
+    """One triangular sweep over a factor: reading a triangle (and, on the workers, ~nb^2 / 2
+    tile tasks)."""
+    read = 8.0 * m * m / 2.0 / (rates["read_bytes"] * threads)
     if placement == "client":
         return read
     nb = -(-m // block)
-    return read + 4 * nb * (nb + 1) / 2 * BLOCKED_TASK_SECONDS
+    return read + nb * (nb + 1) / 2 * BLOCKED_TASK_SECONDS
 
 
 def factor_costs(m: int, *, block: int, n_threads: int, client_threads: int | None = None,
@@ -210,17 +220,18 @@ def factor_costs(m: int, *, block: int, n_threads: int, client_threads: int | No
     float64 matrix, LAPACK on the client's threads) and on the workers (``workers``: two lower
     triangles of tiles, :class:`~daskauc.solvers.blocked_preconditioner.
     BlockedNystroemPreconditioner`), each inf when it does not fit (``client_memory`` /
-    ``worker_memory``: bytes it may take there), for a fit of ``passes`` passes (an
-    application every two passes): the factor of K_mm, one of A, and the applications."""
+    ``worker_memory``: bytes it may take there), for a fit of ``passes`` passes (a CG step,
+    ``SWEEPS_PER_CG_STEP`` triangular sweeps, every two passes): the factor of K_mm, one of
+    A, and the sweeps."""
     rates = machine_rates() if rates is None else rates
     T = client_threads or os.cpu_count() or 1
     W = max(1, int(n_threads))
     chol, refactor = _factor_flops(m, d, "mean")
-    applies = passes / 2.0
+    sweeps = passes / 2.0 * SWEEPS_PER_CG_STEP  # a CG step every two passes
     client = ((chol + refactor) / (rates["gemm64_flops"] * T * CLIENT_LAPACK_EFFICIENCY)
-              + applies * _apply_seconds(m, block, T, rates, "client"))
+              + sweeps * sweep_seconds(m, block, T, rates, "client"))
     workers = ((chol + refactor) / (rates["gemm64_flops"] * W * BLOCKED_EFFICIENCY)
-               + applies * _apply_seconds(m, block, W, rates, "workers"))
+               + sweeps * sweep_seconds(m, block, W, rates, "workers"))
     client_bytes, worker_bytes = 8.0 * m * m, 8.0 * m * (m + block)
     return {"client": client if client_bytes <= client_memory else np.inf,
             "workers": workers if worker_bytes <= worker_memory else np.inf,
@@ -239,9 +250,11 @@ def kernel_plan(n: int, d: int, m: int, *, workers: int, threads_per_worker: int
 
     Stages: ``factor_T`` (K_mm and its blocked Cholesky), ``factor_A`` (``factorizations``
     factorizations of A), ``passes`` (``2 (newton_steps + 1) + 2 cg_steps`` passes at
-    ``PASS_OVERHEAD`` times the kernel-tile floor), ``applies`` (one per CG step and one per
-    Newton step), ``network`` (tiles moved by the factorizations: at most
-    ``min(workers - 1, nb)`` copies of each triangle, over the workers' links in parallel).
+    ``PASS_OVERHEAD`` times the kernel-tile floor), ``applies`` (the products and solves
+    with the factors: ``SWEEPS_PER_CG_STEP`` triangular sweeps per CG step and
+    ``SWEEPS_PER_NEWTON_STEP`` per Newton step), ``network`` (tiles moved by the
+    factorizations: at most ``min(workers - 1, nb)`` copies of each triangle, over the
+    workers' links in parallel).
     ``memory_per_worker``: the two triangles and the persisted rows, shared out, plus a
     pass's working tiles. The defaults (5 Newton steps, 100 CG steps, 2 factorizations) are
     those of covtype's cold fits at m = 4,096 .. 16,384 (82-108 CG steps)."""
@@ -261,7 +274,8 @@ def kernel_plan(n: int, d: int, m: int, *, workers: int, threads_per_worker: int
         "factor_T": chol / f64,
         "factor_A": factorizations * refactor / f64,
         "passes": passes * pass_s,
-        "applies": (cg_steps + newton_steps) * _apply_seconds(m, b, threads, rates, placement),
+        "applies": (SWEEPS_PER_CG_STEP * cg_steps + SWEEPS_PER_NEWTON_STEP * newton_steps)
+        * sweep_seconds(m, b, threads, rates, placement),
         "network": (1 + factorizations) * moved / network if placement == "workers" else 0.0,
     }
     factor_bytes = 2 * triangle if placement == "workers" else 8.0 * m * m
