@@ -1,4 +1,9 @@
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import dask
 import pytest
@@ -12,6 +17,36 @@ def shared_data(*parts) -> pathlib.Path:
     if not p.exists():
         pytest.skip(f"{p} not available")
     return p
+
+
+_WARMUP = ("import sys, dask; dask.config.set(scheduler='synchronous'); "
+           "from daskauc.estimators._warmup import warm_up; warm_up(sys.argv[1])")
+
+
+def pytest_sessionstart(session):
+    """``daskauc warmup`` in a second process, at low priority, while the first tests run.
+
+    A fresh clone starts with numba's on-disk cache empty: every kernel is compiled by the
+    first test that calls it, one after the other on one core (about a minute of the suite
+    in a fresh clone). The warm-up compiles them beside the tests on the idle core and writes
+    them to the cache, from which later tests load them; a kernel that a test reaches first
+    is compiled by both, at no cost but the idle core. DASKAUC_TEST_WARMUP=0 turns it off."""
+    if os.environ.get("DASKAUC_TEST_WARMUP", "1") == "0":
+        return
+    workdir = tempfile.mkdtemp(prefix="daskauc-test-warmup-")  # its small stores
+    session.config._daskauc_warmup = (workdir, subprocess.Popen(
+        [sys.executable, "-c", _WARMUP, workdir], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, preexec_fn=lambda: os.nice(10)))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    workdir, proc = getattr(session.config, "_daskauc_warmup", (None, None))
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
