@@ -211,7 +211,7 @@ def step_plan(rates: dict) -> list:
 
 
 #: this machine for the largest m: its memory, what the client process and the system keep
-#: (the client holds m-vectors; 0.74 GB at m = 32,768), and the worker memory fraction at
+#: (the client holds m-vectors; 0.75 GB at m = 32,768), and the worker memory fraction at
 #: which dask pauses a worker (``distributed.worker.memory.pause``)
 MACHINE_GIB, CLIENT_RESERVE_GIB, PAUSE_FRACTION = 24.0, 2.0, 0.8
 
