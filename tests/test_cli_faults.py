@@ -128,6 +128,32 @@ def test_a_normal_run_prints_no_error_or_warning_and_listens_on_localhost_only(s
     assert json.loads(out)["auc"] > 0.8
 
 
+def test_closing_a_local_cluster_stops_the_heartbeats_before_retiring_the_workers(
+        monkeypatch):
+    """The heartbeat race of the run above, at its source: when the workers are retired
+    (``scale(0)``) none of them has a heartbeat left that could meet a closed comm."""
+    from distributed import Client, LocalCluster
+
+    from daskauc.engine.cluster import close_local_cluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                           dashboard_address=":0")
+    client = Client(cluster)
+    workers = list(cluster.workers.values())
+    assert [w.periodic_callbacks["heartbeat"].is_running() for w in workers] == [True, True]
+    running_at_scale, scale = [], cluster.scale
+
+    def scale_and_record(n):
+        running_at_scale.append([w.periodic_callbacks["heartbeat"].is_running()
+                                 for w in workers])
+        return scale(n)
+
+    monkeypatch.setattr(cluster, "scale", scale_and_record)
+    close_local_cluster(client)
+    assert running_at_scale and all(r == [False, False] for r in running_at_scale)
+    assert cluster.status.name == "closed" and not cluster.workers
+
+
 def test_cluster_command_listens_on_localhost_and_says_what_it_exposes(tmp_path):
     proc = _popen(["cluster", "--port", "0", "--workers", "1", "--scheduler-file",
                    tmp_path / "s.json"])

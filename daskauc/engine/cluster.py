@@ -131,6 +131,11 @@ def _worker_rss_with_daskauc() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def _stop_heartbeats(dask_worker) -> None:
+    """On a worker (``Client.run``): stop its periodic heartbeat to the scheduler."""
+    dask_worker.periodic_callbacks["heartbeat"].stop()
+
+
 def close_local_cluster(client, timeout: float = 10.0) -> None:
     """Close ``client`` and its LocalCluster: the client first, then the workers, then the
     scheduler.
@@ -140,10 +145,18 @@ def close_local_cluster(client, timeout: float = 10.0) -> None:
     cluster to lose scattered data, which can't be recovered". Closing the scheduler while
     its workers run races with their heartbeats, and a worker then logs "Failed to
     communicate with scheduler during heartbeat" with a traceback: noise a user cannot act
-    on, hence the workers, their processes closed, before the scheduler."""
+    on, hence the workers, their processes closed, before the scheduler. That is not
+    enough: retiring a worker closes its comm with the scheduler, and a heartbeat in flight
+    then fails the same way (seen once in a fresh-clone suite run), so the workers' heartbeats
+    are stopped first (the scheduler needs none while it shuts down)."""
     import time
 
     cluster = client.cluster
+    if cluster is not None:
+        try:
+            client.run(_stop_heartbeats)
+        except Exception as exc:  # noqa: BLE001 - closing must go on whatever happened
+            logger.debug("stopping the workers' heartbeats failed: %s", exc)
     client.close()
     if cluster is None:
         return
