@@ -16,7 +16,7 @@ from reference import kernel as ref
 from daskauc import KernelAUC
 from daskauc.engine import cost
 from daskauc.engine.cost import factor_block
-from daskauc.solvers.blocked_preconditioner import BlockedNystroemPreconditioner
+from daskauc.solvers.blocked_preconditioner import BlockedNystroemPreconditioner, tile_owners
 from daskauc.solvers.kernel_basis import build_preconditioner, factor_placement
 from daskauc.solvers.kernel_newton import kernel_pairwise_newton
 from daskauc.solvers.pairwise import class_indices, pairwise_coefficients
@@ -149,7 +149,7 @@ def test_preconditioned_newton_iterates_equal_the_client_factor(weighting, lam):
 
 def test_same_model_threaded_and_on_a_cluster_and_the_client_holds_no_factor(
         dask_cluster_client, monkeypatch):
-    from distributed import Future
+    from distributed import Future, get_task_stream
 
     monkeypatch.setattr(cost, "factor_block", lambda m: 32)  # 4 x 4 tiles
     X, y, C, yc, gamma = _problem(seed=4, n=500, m=120)
@@ -163,6 +163,18 @@ def test_same_model_threaded_and_on_a_cluster_and_the_client_holds_no_factor(
     assert all(isinstance(v, Future) for t in pc._L.values()
                for v in dict(t.__dask_graph__()).values())
     assert sum(v.nbytes for v in vars(pc).values() if isinstance(v, np.ndarray)) == 0
+    # each tile's tasks on its owner: the 10 tiles dealt in column order, 5 to each worker
+    # (left to the scheduler, the tiles followed their inputs: one worker held most of them)
+    workers = sorted(dask_cluster_client.scheduler_info()["workers"])
+    owners = tile_owners(4, workers)
+    assert [owners[(i, 0)] for i in range(4)] == [workers[0], workers[1]] * 2
+    with get_task_stream(dask_cluster_client) as stream:
+        pc = build_preconditioner(C, gamma, placement="workers")
+        pc.factor(1e-2, 1.0)
+    ran = [(t["key"], t["worker"]) for t in stream.data if isinstance(t["key"], tuple)
+           and len(t["key"]) == 3 and "blocked" in t["key"][0]]
+    assert len(ran) >= 2 * 10 and {w for _, w in ran} == set(workers)
+    assert all(w == owners[key[1:]] for key, w in ran), ran
     with dask.config.set(scheduler="threads"):
         threaded = KernelAUC(**params, factor_placement="workers").fit(Xd, y)
         client = KernelAUC(**params, factor_placement="client").fit(Xd, y)
