@@ -153,19 +153,28 @@ def _sessions(history: list) -> list:
 def step_progress(Xte, yte) -> list:
     """The fits still in progress: each checkpoint in the cache, loaded, its iterate scored
     on the test rows (the AUC of the raw scores: a checkpoint has no calibration), with its
-    Newton steps so far; recomputed at every call (a checkpoint moves on)."""
+    Newton steps so far; recomputed at every call (a checkpoint moves on). The AUC of the
+    iterates scored by earlier calls is kept (``auc_by_step``): a checkpoint holds only its
+    last iterate."""
     from daskauc.io import load_model
     from daskauc.metrics import roc_auc
 
+    before = {r["key"]: r for r in (_load("progress") or {}).get("checkpoints", [])}
     rows = []
     for name in sorted(os.listdir(OUT)) if os.path.isdir(OUT) else ():
         if not name.endswith("-checkpoint.zarr"):
             continue
         est = load_model(os.path.join(OUT, name))
         hist = est.history_  # the record of the last iterate comes with the next gradient
-        rows.append({"key": name[: -len("-checkpoint.zarr")], "m": est.centres_.shape[0],
-                     "newton_steps": int(est.n_iter_),
-                     "test_auc": float(roc_auc(yte, np.asarray(est._raw_scores(Xte)))),
+        key = name[: -len("-checkpoint.zarr")]
+        auc = float(roc_auc(yte, np.asarray(est._raw_scores(Xte))))
+        prev = before.get(key, {})
+        by_step = {**({str(prev["newton_steps"]): prev["test_auc"]} if prev else {}),
+                   **prev.get("auc_by_step", {}), str(int(est.n_iter_)): auc}
+        rows.append({"key": key, "m": est.centres_.shape[0],
+                     "gamma": est.gamma_, "lam": est.lam_,
+                     "newton_steps": int(est.n_iter_), "test_auc": auc,
+                     "auc_by_step": dict(sorted(by_step.items(), key=lambda kv: int(kv[0]))),
                      "objective_before_last_step": hist[-1]["objective"],
                      "rel_grad_norm_before_last_step": hist[-1]["rel_grad_norm"],
                      "cg_per_newton": [h.get("cg_iter", 0) for h in hist[1:]],
@@ -564,6 +573,8 @@ def report(ms, out: str):
                md_table([{"fit": r["key"], "factor on": r["factor_placement"],
                           "Newton steps": r["newton_steps"],
                           "test AUC so far": round(r["test_auc"], 4),
+                          "test AUC by Newton step": ", ".join(
+                              f"{k}: {v:.4f}" for k, v in r.get("auc_by_step", {}).items()),
                           "CG per Newton step": r["cg_per_newton"],
                           "|grad| / |grad0| before the last step":
                               f"{r['rel_grad_norm_before_last_step']:.2f}"}

@@ -497,26 +497,6 @@ def test_cli_checks_outputs_before_any_work(tmp_path, capsys):
     assert "no store at" in err and "dashboard" not in out
 
 
-def test_losing_the_scheduler_is_a_one_line_error(tmp_path, capsys):
-    X, y = _data(n=4000, d=20)
-    path = dataset_store(tmp_path / "ds.zarr", X, y, rows=250)
-    cluster = ExternalCluster(tmp_path, cwd=tmp_path)
-    import threading
-
-    timer = threading.Timer(4.0, cluster.kill_scheduler)
-    timer.start()
-    try:
-        code = main(["--scheduler", cluster.address, "fit", path, str(tmp_path / "m.zarr"),
-                     "--method", "nsauc", "--epochs", "100000"])
-    finally:
-        timer.cancel()
-        cluster.close()
-    err = capsys.readouterr().err
-    assert code == 3, err
-    assert "the Dask cluster failed" in err and "Traceback" not in err
-    assert not (tmp_path / "m.zarr").exists()
-
-
 # ------------------------------------------------------------------------ tampered models
 
 

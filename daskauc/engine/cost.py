@@ -171,6 +171,11 @@ PASS_OVERHEAD = 1.9
 NETWORK_BYTES_PER_SECOND = 1.25e9
 
 
+#: a worker process's own memory: Python, numba and the libraries (0.31-0.32 GiB of RSS for an
+#: idle worker here). With it and the Cholesky's panel copies, kernel_plan predicts 5.6 GiB per
+#: worker for covtype at m = 32,768 on 2 workers; sampled every 5 s over a fit, the peaks were
+#: 5.77 and 6.13 GiB (the two triangles alone: 4.5 GiB each).
+WORKER_PROCESS_BYTES = 0.32 * 2**30
 #: the largest tile side of the blocked factor: a 4,096 x 4,096 float64 tile is 128 MiB and its
 #: update 1.4e11 flops (about 3 s on one core here), so the scheduler's ~1 ms per task is
 #: negligible
@@ -256,8 +261,11 @@ def kernel_plan(n: int, d: int, m: int, *, workers: int, threads_per_worker: int
     factorizations: at most ``min(workers - 1, nb)`` copies of each triangle, over the
     workers' links in parallel).
     ``memory_per_worker``: the two triangles and the persisted rows, shared out, plus a
-    pass's working tiles. The defaults (5 Newton steps, 100 CG steps, 2 factorizations) are
-    those of covtype's cold fits at m = 4,096 .. 16,384 (82-108 CG steps)."""
+    pass's working tiles, the worker process itself (``WORKER_PROCESS_BYTES``) and the copies
+    of a column panel of the factor that a Cholesky step sends to the workers updating with
+    it (``(1 - 1 / workers) nb`` tiles). The defaults (5 Newton steps, 100 CG steps, 2
+    factorizations) are those of covtype's cold fits at m = 4,096 .. 16,384 (82-108 CG
+    steps)."""
     rates = machine_rates() if rates is None else rates
     threads = max(1, int(workers) * int(threads_per_worker))
     b = factor_block(m) if block is None else int(block)
@@ -281,6 +289,8 @@ def kernel_plan(n: int, d: int, m: int, *, workers: int, threads_per_worker: int
     factor_bytes = 2 * triangle if placement == "workers" else 8.0 * m * m
     rows = 4.0 * n * d
     working = 2 * 8.0 * b * b * threads_per_worker + 4.0 * 256 * 1024 * threads_per_worker
+    if placement == "workers":
+        working += WORKER_PROCESS_BYTES + (1.0 - 1.0 / max(int(workers), 1)) * nb * 8.0 * b * b
     return {"seconds": stages, "total_seconds": float(sum(stages.values())),
             "passes": passes, "seconds_per_pass": pass_s, "block": b,
             "memory_per_worker": (factor_bytes if placement == "workers" else 0.0) / workers
