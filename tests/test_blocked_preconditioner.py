@@ -171,10 +171,13 @@ def test_same_model_threaded_and_on_a_cluster_and_the_client_holds_no_factor(
     with get_task_stream(dask_cluster_client) as stream:
         pc = build_preconditioner(C, gamma, placement="workers")
         pc.factor(1e-2, 1.0)
+        pc.whiten(np.ones(120))  # L^{-1} v: tile (i, j) times x_j, then the diagonal tile (i, i)
     ran = [(t["key"], t["worker"]) for t in stream.data if isinstance(t["key"], tuple)
-           and len(t["key"]) == 3 and "blocked" in t["key"][0]]
-    assert len(ran) >= 2 * 10 and {w for _, w in ran} == set(workers)
-    assert all(w == owners[key[1:]] for key, w in ran), ran
+           and "blocked" in t["key"][0] and not t["key"][0].endswith("-out")]
+    tile = {key: key[1:] if len(key) == 3 else (key[1], key[1]) for key, _ in ran}
+    assert len(ran) >= 2 * 10 + 10 and {w for _, w in ran} == set(workers)
+    assert sum("vector" in key[0] for key, _ in ran) == 10
+    assert all(w == owners[tile[key]] for key, w in ran), ran
     with dask.config.set(scheduler="threads"):
         threaded = KernelAUC(**params, factor_placement="workers").fit(Xd, y)
         client = KernelAUC(**params, factor_placement="client").fit(Xd, y)

@@ -174,6 +174,17 @@ def tile_owners(n_blocks: int, workers: list) -> dict:
     return {ij: workers[t % len(workers)] for t, ij in enumerate(tiles)}
 
 
+def _on_workers(where: dict) -> dict:
+    """``dask.annotate`` arguments that run each task ``key`` of ``where`` on the worker
+    ``where[key]`` (elsewhere only if it is gone); none for an empty ``where``."""
+    if not where:
+        return {}
+    from ..engine.stream import _Placement
+
+    return {"workers": _Placement({k: [w] for k, w in where.items()}),
+            "allow_other_workers": True}
+
+
 def _cholesky_layer(layer: dict, name: str, tiles: dict, nb: int) -> dict:
     """Add the right-looking blocked Cholesky of the lower tiles ``tiles[(i, j)]`` (graph keys)
     to ``layer``; returns the keys of the factor's tiles."""
@@ -236,6 +247,7 @@ class BlockedNystroemPreconditioner:
         self.n_factorizations = 0
         self.ridge = self.scale = self.operator = None
         self._M = None
+        self._owners: dict = {}  # "L" / "M" -> {(i, j): worker}, empty without a cluster
         self._client = distributed_client()
         centres_ref = share((C, gaussian_centres(C, gamma, np.float64)), self._client,
                             min_bytes=0)
@@ -267,23 +279,23 @@ class BlockedNystroemPreconditioner:
 
     # ------------------------------------------------------------------ graphs and tiles
 
-    def _persist(self, layer: dict, name: str, keys: dict, dependencies: list) -> dict:
-        """Compute the tiles ``keys`` of ``layer`` and keep them where they were computed:
-        returns ``(i, j) -> persisted Delayed``. On a cluster every task of tile ``(i, j)``
-        (its kernel tile, its updates, its Gram chain, the tile itself) runs on the tile's
-        owner (:func:`tile_owners`), so that each worker holds an equal share of the factor."""
-        annotations = {}
+    def _persist(self, layer: dict, name: str, keys: dict, dependencies: list,
+                 which: str) -> dict:
+        """Compute the tiles ``keys`` of ``layer`` (factor ``which``, "L" or "M") and keep
+        them where they were computed: returns ``(i, j) -> persisted Delayed``. On a cluster
+        every task of tile ``(i, j)`` (its kernel tile, its updates, its Gram chain, the tile
+        itself) runs on the tile's owner (:func:`tile_owners`, kept in ``_owners[which]``), so
+        that each worker holds an equal share of the factor."""
+        owners = {}
         if self._client is not None:
             from ..engine.placement import worker_records
-            from ..engine.stream import _Placement
 
             owners = tile_owners(self.n_blocks, sorted(worker_records(self._client)))
-            # the panels of an operator W and their row picks stay where the panel is
-            where = {key: [owners[key[1:]]] for key in layer
-                     if len(key) == 3 and not key[0].endswith("-P")} if owners else {}
-            if where:
-                annotations = {"workers": _Placement(where), "allow_other_workers": True}
-        with dask.annotate(**annotations):
+        self._owners[which] = owners
+        # the panels of an operator W and their row picks stay where the panel is
+        where = {key: owners[key[1:]] for key in layer
+                 if owners and len(key) == 3 and not key[0].endswith("-P")}
+        with dask.annotate(**_on_workers(where)):
             graph = HighLevelGraph.from_collections(name, layer, dependencies=dependencies)
         order = list(keys)
         with threads_limit(self._client):
@@ -310,7 +322,7 @@ class BlockedNystroemPreconditioner:
                               jitter)
                 tiles[(i, j)] = key
         factor = _cholesky_layer(layer, name, tiles, nb)
-        return self._persist(layer, name, factor, [])
+        return self._persist(layer, name, factor, [], "L")
 
     # ------------------------------------------------------------------ factor A
 
@@ -349,7 +361,7 @@ class BlockedNystroemPreconditioner:
         t0 = time.perf_counter()
         factor = _cholesky_layer(layer, name, gram, nb)
         try:
-            self._M = self._persist(layer, name, factor, list(self._L.values()))
+            self._M = self._persist(layer, name, factor, list(self._L.values()), "M")
         except NonFiniteKernel:
             raise np.linalg.LinAlgError(
                 f"Cholesky of ridge I + scale T W T^T failed (ridge={ridge}, scale={scale}): "
@@ -379,6 +391,7 @@ class BlockedNystroemPreconditioner:
         name = f"daskauc-blocked-vector-{fresh_token()}"
         b, nb = self.bounds, self.n_blocks
         layer: dict = {}
+        where: dict = {}  # each tile-vector task on the tile's owner
         x = [v[b[i] : b[i + 1]] for i in range(nb)]
         deps = []
         for s, (which, op, trans) in enumerate(steps):
@@ -386,6 +399,7 @@ class BlockedNystroemPreconditioner:
             if tiles is None:
                 raise RuntimeError("call factor(ridge, scale) before apply")
             deps.append(tiles)
+            owners = self._owners.get(which, {})
             y: list = [None] * nb
             order = range(nb - 1, -1, -1) if (op == "solve" and trans) else range(nb)
             for i in order:
@@ -395,18 +409,23 @@ class BlockedNystroemPreconditioner:
                 parts = []
                 for j in js:
                     key = (f"{name}-p{s}", i, j)
-                    tile = tiles[(i, j)] if not trans else tiles[(j, i)]
-                    layer[key] = (_gemv, tile.key, source[j], bool(trans))
+                    ij = (i, j) if not trans else (j, i)
+                    layer[key] = (_gemv, tiles[ij].key, source[j], bool(trans))
                     parts.append(key)
+                    if owners:
+                        where[key] = owners[ij]
                 key = (f"{name}-x{s}", i)
                 fn = _trsv if op == "solve" else _trmv
                 layer[key] = (fn, tiles[(i, i)].key, x[i], parts, bool(trans))
                 y[i] = key
+                if owners:
+                    where[key] = owners[(i, i)]
             x = y
         root = (f"{name}-out", 0)
         layer[root] = (_concatenate, x)
-        graph = HighLevelGraph.from_collections(
-            name, layer, dependencies=[d for t in deps for d in t.values()])
+        with dask.annotate(**_on_workers(where)):
+            graph = HighLevelGraph.from_collections(
+                name, layer, dependencies=[d for t in deps for d in t.values()])
         with threads_limit(self._client):
             return dask_compute(Delayed(root, graph, layer=name))[0]
 
