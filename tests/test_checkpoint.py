@@ -180,12 +180,27 @@ def _steps_in(ck) -> int:
     return int(attrs["fitted"].get("n_iter_", 0)) if attrs.get("daskauc_complete") else 0
 
 
+def _this_process_blas_environ() -> dict:
+    """``os.environ`` with the BLAS thread count this process runs with. A LocalCluster's
+    nanny leaves OMP_NUM_THREADS=1 (and the like) in ``os.environ`` for its workers: a child
+    started after any cluster test took 1 BLAS thread while this process kept 2, and its
+    Newton steps differed in the last bits (KernelAUC at lam = 1e-7: by 0.025 after resume)."""
+    from threadpoolctl import threadpool_info
+
+    n = max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"),
+            default=1)
+    return {**os.environ, **{k: str(n) for k in (
+        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+
+
 def kill_mid_fit(store, ck, cls: str, params: dict, *, after_steps: int, timeout=240.0):
-    """Start a fit with a checkpoint in a child process and SIGKILL it once the checkpoint
-    holds ``after_steps`` steps; return the steps it held at the kill."""
+    """Start a fit with a checkpoint in a child process (this process's BLAS threads: the
+    resume here must see the same rounding) and SIGKILL it once the checkpoint holds
+    ``after_steps`` steps; return the steps it held at the kill."""
     code = textwrap.dedent(_CHILD).format(cls=cls, params=repr(params))
     child = subprocess.Popen([sys.executable, "-c", code, str(store), str(ck)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env=_this_process_blas_environ())
     deadline = time.time() + timeout
     try:
         while _steps_in(ck) < after_steps:
