@@ -67,6 +67,11 @@ MAX_LINE_BYTES = 64 * 2**20
 #: every row (a two-class file has two, or a few spellings of them).
 MAX_LABELS = 65_536
 
+#: the most distinct values a text column one-hot encoded by an ingest may hold
+#: (``categorical="onehot"``): each value is a feature, and an ID or free-text column would
+#: make one per row.
+MAX_ONEHOT_LEVELS = 1_000
+
 #: refuse, before any work, a local dataset write whose size is known beforehand (arrays;
 #: text after its first scan: X and y uncompressed, plus the spill files) when the target's
 #: file system has less free space. The estimate ignores compression, so data that compresses

@@ -39,10 +39,38 @@ def _is_zarr_array(obj: Any) -> bool:
     return type(obj).__module__.startswith("zarr") and hasattr(obj, "chunks")
 
 
+def is_dask_frame(obj: Any) -> bool:
+    """True for a dask DataFrame or Series."""
+    return hasattr(obj, "to_dask_array") and hasattr(obj, "npartitions")
+
+
 def is_lazy_input(X: Any) -> bool:
-    """True for input read chunk by chunk (a dask array, a Zarr array or a store path), whose
-    results are lazy dask arrays; False for in-memory input (numpy, lists, dataframes)."""
-    return isinstance(X, da.Array) or is_store_path(X) or _is_zarr_array(X)
+    """True for input read chunk by chunk (a dask array or dataframe, a Zarr array or a store
+    path), whose results are lazy dask arrays; False for in-memory input (numpy, lists,
+    pandas dataframes)."""
+    return isinstance(X, da.Array) or is_store_path(X) or _is_zarr_array(X) or is_dask_frame(X)
+
+
+def _frame_as_dask(X, name: str) -> da.Array:
+    """A dask DataFrame's values as a dask array with known row chunks (one pass to count
+    each partition's rows)."""
+    check_frame_columns(X, name)
+    return X.to_dask_array(lengths=True)
+
+
+def check_frame_columns(X, name: str = "X") -> None:
+    """A (pandas or dask) dataframe's columns that are not numeric or boolean are refused by
+    name (never dropped): encode them first, or ingest with categorical='onehot'."""
+    if not hasattr(X, "dtypes") or not hasattr(X, "columns"):
+        return
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    bad = [f"{c!r} ({t})" for c, t in X.dtypes.items()
+           if not (is_numeric_dtype(t) or is_bool_dtype(t))]
+    if bad:
+        raise TypeError(
+            f"{name} has column(s) {', '.join(bad[:10])} that are not numbers; encode them "
+            "first (or ingest the data with categorical='onehot'), or leave them out")
 
 
 def _float_dtype(dtype: np.dtype, name: str, requested=None) -> np.dtype:
@@ -121,6 +149,7 @@ def as_numpy_rows(X: Any, *, name: str = "X", dtype=None,
     NaN or infinity are ``ValueError``. Integers and booleans become float64; float32 stays.
     """
     reject_sparse(X, name)
+    check_frame_columns(X, name)
     arr = np.asarray(X)
     if arr.dtype == object:
         try:
@@ -159,6 +188,8 @@ def as_row_chunked(
         X = open_dataset(X).X
     elif _is_zarr_array(X):
         X = da.from_zarr(X)
+    elif is_dask_frame(X):
+        X = _frame_as_dask(X, name)
 
     if isinstance(X, da.Array):
         _reject_complex(X.dtype, name)
@@ -213,10 +244,13 @@ def reject_sparse(X, name: str = "X") -> None:
     """Sparse matrices are not read (every solver streams dense row blocks): say so, rather
     than failing on an object dtype."""
     if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+        from .data.space import SPARSE_ADVICE, _nbytes
+
+        n, d = X.shape
         raise TypeError(
-            f"{name} is a sparse {type(X).__name__}; daskauc reads dense data: pass "
-            f"{name}.toarray() when it fits in memory, or write it as a LIBSVM file and "
-            "ingest that (it is densified chunk by chunk)")
+            f"{name} is a sparse {type(X).__name__} of {n:,} x {d:,} ({X.nnz:,} non-zero; "
+            f"{_nbytes(8 * n * d)} dense); daskauc reads dense rows: pass {name}.toarray() "
+            f"when that fits in memory. {SPARSE_ADVICE}")
 
 
 def check_not_empty(shape, name: str = "X", min_samples: int = 1) -> None:
@@ -271,8 +305,11 @@ def numpy_row_blocks(arr: np.ndarray, rows: int, *, name: str = "X",
 def feature_names_of(X: Any) -> np.ndarray | None:
     """The column names of a dataframe ``X`` when they are all strings (scikit-learn's rule:
     then they are recorded and checked), None when there are none or none is a string."""
+    if is_store_path(X):
+        names = _store_feature_names(X)
+        return None if names is None else np.asarray(names, dtype=object)
     columns = getattr(X, "columns", None)
-    if columns is None or isinstance(X, da.Array) or is_store_path(X):
+    if columns is None or isinstance(X, da.Array):
         return None
     names = np.asarray(list(columns), dtype=object)
     kinds = sorted({type(n).__name__ for n in names})
@@ -284,6 +321,18 @@ def feature_names_of(X: Any) -> np.ndarray | None:
             f"your input has {kinds} as feature name / column name types; convert them all "
             "to strings (X.columns = X.columns.astype(str)) or to a non-string type")
     return names
+
+
+def _store_feature_names(path) -> list | None:
+    """The feature names a dataset store records (ingested from Parquet or a CSV header)."""
+    from ._store import open_store
+
+    try:
+        group = open_store(path)
+    except (FileNotFoundError, ValueError):
+        return None
+    names = group.attrs.get("feature_names")
+    return list(names) if names else None
 
 
 def set_features_in(est, X: Any, n_features: int) -> None:
@@ -337,6 +386,9 @@ def check_predict_X(est, X: Any, *, dtype=None):
     (and, for a dataframe, the column names) must be those seen by ``fit``.
     """
     if is_lazy_input(X):
+        if is_dask_frame(X) or (is_store_path(X) and getattr(est, "feature_names_in_", None)
+                                is not None and feature_names_of(X) is not None):
+            _check_feature_names(est, X)
         Xv = as_row_chunked(X, dtype=dtype)
     else:
         _check_feature_names(est, X)
@@ -447,6 +499,11 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
         from ._dataset import open_dataset
 
         y = open_dataset(y).y
+    if is_dask_frame(y):
+        with warnings.catch_warnings():  # text labels become an object array, as intended
+            warnings.filterwarnings("ignore", "Dask currently has limited support",
+                                    UserWarning)
+            y = y.to_dask_array(lengths=True)
     if isinstance(y, da.Array):
         if y.ndim == 2 and y.shape[1] == 1:
             _warn_column_vector(name)

@@ -1,4 +1,5 @@
-"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, demo, warmup, cluster.
+"""The ``daskauc`` command line: ingest, split, embed, fit, evaluate, predict, demo, warmup,
+cluster.
 
 Every subcommand is a thin layer over the public API. Progress bars and log lines go to
 stderr, results to stdout (``--json`` for machine-readable results). Without ``--scheduler``
@@ -34,7 +35,8 @@ EPILOG = """\
 example: daskauc ingest data.libsvm.xz data.zarr --shuffle --split train.zarr test.zarr
          daskauc embed train.zarr train-emb.zarr --also test.zarr test-emb.zarr
          daskauc fit train-emb.zarr model --method nsauc --plot history.png
-         daskauc evaluate model test-emb.zarr --plot roc.png"""
+         daskauc evaluate model test-emb.zarr --plot roc.png
+         daskauc predict model test.zarr scores.parquet --map train-emb.zarr"""
 
 
 # -- methods the fit command knows ------------------------------------------------------------
@@ -71,6 +73,59 @@ def _parse_value(text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object {{...}} is expected, got {text!r}")
+    return value
+
+
+def _strings(value) -> list[str]:
+    """The strings in an argument's value (a list of them, or --also's pairs)."""
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+@contextlib.contextmanager
+def _storage_options(args):
+    """``--storage-options``: fsspec's defaults for the protocols of the command's URLs, in
+    this process (``fsspec.config.conf``, which every fsspec filesystem daskauc opens
+    applies) and in the local cluster's workers (``FSSPEC_<PROTOCOL>``, read when they
+    start); both as before at the end. The workers of a cluster given by --scheduler read
+    from and write to the URLs with the options that travel with each task."""
+    options = getattr(args, "storage_options", None)
+    if not options:
+        yield
+        return
+    import fsspec.config
+    from fsspec.registry import known_implementations, registry
+
+    from ._store import is_url
+
+    urls = [u for k, v in vars(args).items() if k != "scheduler" for u in _strings(v)
+            if is_url(u)]
+    protocols = {u.split("://", 1)[0] for u in urls} & {*known_implementations, *registry}
+    saved = {p: (fsspec.config.conf.get(p), os.environ.get(f"FSSPEC_{p.upper()}"))
+             for p in protocols}
+    try:
+        for p in protocols:
+            fsspec.config.conf[p] = {**fsspec.config.conf.get(p, {}), **options}
+            os.environ[f"FSSPEC_{p.upper()}"] = json.dumps(fsspec.config.conf[p])
+        yield
+    finally:
+        for p, (conf, env) in saved.items():
+            for mapping, key, value in ((fsspec.config.conf, p, conf),
+                                        (os.environ, f"FSSPEC_{p.upper()}", env)):
+                if value is None:
+                    mapping.pop(key, None)
+                else:
+                    mapping[key] = value
 
 
 # -- cluster, progress and results -----------------------------------------------------------
@@ -188,23 +243,36 @@ def cmd_ingest(args) -> int:
                   overwrite=args.overwrite, allow_dense=args.allow_dense)
     if args.positive_classes:
         kwargs["positive_classes"] = [_parse_value(v) for v in args.positive_classes.split(",")]
+    if args.label is not None:
+        kwargs["label"] = int(args.label) if args.label.lstrip("-").isdigit() else args.label
+    kwargs.update(positive=args.positive, categorical=args.categorical,
+                  features=args.features.split(",") if args.features else None,
+                  drop=args.drop.split(",") if args.drop else ())
     if not os.path.exists(args.source) and "://" not in args.source:
         raise FileNotFoundError(f"no input file {args.source}")
     _check_outputs(args, args.store, *(args.split or ()), kind="dataset", inputs=[args.source])
     with _step(f"ingest {args.source} -> {args.store}"):
         ds = ingest(args.source, args.store, **kwargs)
     a = ds.attrs
+    negative, positive = a.get("classes") or ([], [])
+    chosen = args.positive or args.pos_label is not None or args.positive_classes
+    rule = ("as asked" if chosen else
+            "the larger of the two labels; choose another with --positive")
     payload = {"store": args.store, "n_samples": a.get("n_samples"),
                "n_features": a.get("n_features"), "n_positive": a.get("n_positive"),
-               "n_negative": a.get("n_negative")}
+               "n_negative": a.get("n_negative"), "positive": positive, "negative": negative,
+               "positive_rule": rule, "label_column": a.get("label_column"),
+               "feature_names": a.get("feature_names")}
     if args.split:
         train, test = args.split
         with _step(f"split {args.store} -> {train}, {test}"):
             split_store(args.store, train, test, test_size=args.test_size,
                         random_state=args.seed, overwrite=args.overwrite)
         payload.update(train=train, test=test)
+    names = ", ".join(map(repr, positive)) or "?"
     _result(args, payload, f"{args.store}: {a.get('n_samples')} rows x {a.get('n_features')} "
-            f"features, {a.get('n_positive')} positive / {a.get('n_negative')} negative")
+            f"features, {a.get('n_positive')} positive / {a.get('n_negative')} negative\n"
+            f"positive class: {names} (negative: {', '.join(map(repr, negative))}; {rule})")
     return 0
 
 
@@ -437,6 +505,24 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_predict(args) -> int:
+    from .scoring import plan_scores
+
+    # the model, the input, the map and the output are checked before the cluster starts
+    plan = plan_scores(args.model, args.input, args.output, id_column=args.id_column,
+                       map=args.map, overwrite=args.overwrite, chunk_rows=args.chunk_rows)
+    with _cluster(args):
+        with _step(f"predict {args.input} -> {args.output}"):
+            done = plan.run()
+    rate = done.rows_per_second
+    _result(args, {"rows": done.n_rows, "seconds": round(done.seconds, 3),
+                   "rows_per_second": round(rate, 1), "output": args.output,
+                   "format": done.format},
+            f"{args.output}: {done.n_rows} rows scored ({done.format}, {done.n_chunks} "
+            f"chunks) in {done.seconds:.1f} s, {rate:,.0f} rows/s")
+    return 0
+
+
 def cmd_demo(args) -> int:
     """Ingest the shipped spambase data, embed it, train NSAUC and print test AUC and timings."""
     import shutil
@@ -633,6 +719,10 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                         "workers)")
     parser.add_argument("--json", action="store_true", default=default(False),
                         help="print the result as one JSON object on stdout")
+    parser.add_argument("--storage-options", type=_json_object, default=default(None),
+                        metavar="JSON", help="fsspec options of the command's URLs (s3://, "
+                        "gs:// ...), e.g. '{\"endpoint_url\": \"https://...\"}'; default: "
+                        "credentials and endpoint from the environment (docs/cluster.md)")
     parser.add_argument("-v", "--verbose", action="store_true", default=default(False),
                         help="also show Dask's own log messages")
 
@@ -654,11 +744,25 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = command("ingest", "LIBSVM/svmlight or CSV file -> Zarr dataset store", cmd_ingest)
-    p.add_argument("source", help="input file (plain, .gz, .bz2 or .xz)")
+    p = command("ingest", "Parquet, CSV or LIBSVM/svmlight -> Zarr dataset store", cmd_ingest)
+    p.add_argument("source", help="Parquet file or directory (local or URL), or a text file "
+                   "(plain, .gz, .bz2 or .xz)")
     p.add_argument("store", help="dataset store to write (a directory)")
-    p.add_argument("--format", choices=["libsvm", "csv"], default=None,
+    p.add_argument("--format", choices=["parquet", "libsvm", "csv"], default=None,
                    help="input format (default: from the file name and first line)")
+    p.add_argument("--label", default=None, metavar="COLUMN",
+                   help="the label column, by name (Parquet, CSV with a header) or index "
+                   "(default: Parquet: the column named label, y, target or class; CSV: the "
+                   "last)")
+    p.add_argument("--positive", action="append", type=_parse_value, default=None,
+                   metavar="VALUE", help="the positive class's raw label; repeat it to group "
+                   "several labels as positive (default: the larger of two labels)")
+    p.add_argument("--features", default=None, metavar="COLUMNS",
+                   help="comma-separated feature columns to read (default: all but the label)")
+    p.add_argument("--drop", default=None, metavar="COLUMNS",
+                   help="comma-separated columns to leave out (an id, a timestamp)")
+    p.add_argument("--categorical", choices=["error", "onehot"], default="error",
+                   help="a text feature column is an error naming it, or one-hot encoded")
     p.add_argument("--n-features", type=int, default=None,
                    help="number of features (default: the largest index seen)")
     p.add_argument("--pos-label", type=_parse_value, default=None,
@@ -755,6 +859,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --plot: add the precision-recall curve beside the ROC curve")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --plot file")
 
+    p = command("predict", "score every row of a store or Parquet input with a saved model: "
+                "id, decision_function and probability written to Zarr or Parquet",
+                cmd_predict)
+    p.add_argument("model", help="saved model (from daskauc fit)")
+    p.add_argument("input", help="dataset or embedding store, or a Parquet file or directory")
+    p.add_argument("output", help="scores to write: NAME.zarr (a Zarr group) or NAME.parquet "
+                   "(a directory of Parquet part files), by its name")
+    p.add_argument("--id-column", default=None, metavar="COL",
+                   help="Parquet input: the column written as the id (default: the row index)")
+    p.add_argument("--map", default=None, metavar="MAP",
+                   help="for a model fitted on an embedding and a raw input: the embedding "
+                   "store it was fitted on, whose map is applied to each chunk on the fly")
+    p.add_argument("--chunk-rows", type=int, default=None,
+                   help="rows per task and output chunk (default: a store's chunks; for "
+                   "Parquet about 64 MiB of rows)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
     p = command("demo", "end-to-end run on the spambase data shipped with daskauc", cmd_demo)
     p.add_argument("--landmarks", type=int, default=400, help="Nystroem landmarks")
     p.add_argument("--epochs", type=int, default=5, help="NSAUC epochs")
@@ -839,7 +960,8 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        return int(args.func(args) or 0)
+        with _storage_options(args):
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"daskauc {args.command}: interrupted; nothing was saved by the interrupted "
               "step", file=sys.stderr)
@@ -849,7 +971,7 @@ def main(argv: list[str] | None = None) -> int:
               "interrupted step", file=sys.stderr)
         return 143
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
-            NotADirectoryError, PermissionError) as exc:
+            NotADirectoryError, PermissionError, ImportError) as exc:
         print(f"daskauc {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except Exception as exc:
@@ -893,7 +1015,7 @@ def _os_error_line(exc: OSError, args) -> str:
 
 #: the arguments that name each command's outputs
 _OUTPUTS = {"ingest": ("store", "split"), "split": ("train", "test"), "embed": ("out", "also"),
-            "fit": ("model", "checkpoint", "plot"), "evaluate": ("plot",),
+            "fit": ("model", "checkpoint", "plot"), "evaluate": ("plot",), "predict": ("output",),
             "cluster": ("scheduler_file",)}
 
 

@@ -279,6 +279,8 @@ def test_missing_file_beyond_n_features_and_bad_params(tmp_path):
     with pytest.raises(ValueError, match="chunk_rows"):
         ingest(src, tmp_path / "s", chunk_rows=0)
     with pytest.raises(ValueError, match="format"):
+        ingest(src, tmp_path / "s", format="xlsx")
+    with pytest.raises(ValueError, match="f.svm cannot be read as Parquet"):
         ingest(src, tmp_path / "s", format="parquet")
 
 

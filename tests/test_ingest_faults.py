@@ -211,7 +211,8 @@ def test_absurd_densifying_is_refused_before_writing(tmp_path, n_features, shuff
     assert out["error"] == "ValueError", out
     msg = out["message"]
     assert "largest feature index, 3000000, is on line 1001" in msg
-    assert "allow_dense=True" in msg and "reduce the features" in msg
+    assert "allow_dense=True" in msg and "features this sparse are refused" in msg
+    assert "FeatureHasher" in msg and "SparseRandomProjection" in msg
     assert "iB (" in msg and "times the" in msg
     assert out["peak_mb"] < 400, out["peak_mb"]
     assert _left_behind(tmp_path) == ["sparse.svm"]

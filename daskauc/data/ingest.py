@@ -45,6 +45,7 @@ import numpy as np
 
 from .. import _compute, _config
 from .._dataset import Dataset, open_dataset
+from .._store import is_url
 from .._store_write import PendingStore, begin_store, check_writable, create_array, writing_store
 from .._validation import (
     as_row_chunked,
@@ -66,7 +67,15 @@ from .sources import (
     _iter_blocks,
     _open_text,
 )
-from .space import _check_dense, _check_store_space, _failing_cleanly, _nbytes
+from .space import SPARSE_ADVICE, _check_dense, _check_store_space, _failing_cleanly, _nbytes
+from .tables import (
+    TableChunks,
+    is_parquet,
+    iter_batches,
+    open_parquet,
+    plan_source,
+    source_files,
+)
 from .writers import _check_text_space, _DirectWriter, _GuardedTarget, _ShuffleWriter, _spill_dir
 
 __all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
@@ -107,20 +116,48 @@ def ingest(
     overwrite: bool = False,
     zero_based: bool | str = "auto",
     allow_dense: bool = False,
+    label: str | int | None = None,
+    positive=None,
+    features: Sequence[str] | None = None,
+    drop: Sequence[str] = (),
+    categorical: str = "error",
+    storage_options: dict | None = None,
 ) -> Dataset:
-    """Ingest a LIBSVM/svmlight or dense text file into a Zarr dataset store.
+    """Ingest a Parquet file or directory, a CSV file or a LIBSVM/svmlight file into a Zarr
+    dataset store.
 
     Parameters
     ----------
-    source : path
-        The text file, optionally compressed (``.bz2``, ``.xz``/``.lzma``, ``.gz``, or detected
-        from its first bytes); decompressed on the fly, never to disk.
+    source : path or URL
+        A Parquet file or a directory of Parquet files (local or an fsspec URL such as
+        ``s3://bucket/table/``, read with ``storage_options``), or a text file, optionally
+        compressed (``.bz2``, ``.xz``/``.lzma``, ``.gz``, or detected from its first bytes;
+        decompressed on the fly, never to disk).
     store : path or URL
         The dataset store to create.
-    format : {"libsvm", "svmlight", "csv", "dense"}, optional
-        Detected when None: ``.libsvm .svm .svmlight .t .trn .tst`` are LIBSVM, ``.csv .tsv``
-        dense; any other name is LIBSVM if its first lines hold ``index:value`` tokens, else
-        dense text.
+    format : {"parquet", "libsvm", "svmlight", "csv", "dense"}, optional
+        Detected when None: a ``.parquet``/``.pq`` file or a directory holding them is
+        Parquet, ``.libsvm .svm .svmlight .t .trn .tst`` are LIBSVM, ``.csv .tsv`` dense;
+        any other name is LIBSVM if its first lines hold ``index:value`` tokens, else dense
+        text.
+    label : str or int, optional
+        The label column, by name (Parquet, or CSV with a header) or position. Parquet
+        without it: the one column named ``label``, ``y``, ``target`` or ``class``. For text
+        files ``label_column`` is the same by position.
+    positive : label or list of labels, optional
+        The positive class: one raw label (as ``pos_label``) or several, grouped against the
+        rest (as ``positive_classes``). Without it, the larger of two labels is positive (the
+        rule of ``pos_label``); the store's ``classes`` attribute records the result.
+    features, drop : lists of column names, optional
+        Parquet and CSV with a header: the columns to read as features (default: all but the
+        label) and columns to leave out (an ID, a timestamp). Read by column projection:
+        columns left out are never read from Parquet.
+    categorical : {"error", "onehot"}
+        A text column among the features is an error naming it ("error"), or one 0/1
+        feature per distinct value ("onehot", named ``column=value``, at most
+        ``_config.MAX_ONEHOT_LEVELS`` values a column). Columns are never dropped silently.
+    storage_options : dict, optional
+        fsspec options (credentials, endpoint) for a URL source and store.
     n_features : int, optional
         LIBSVM width. When None the largest index seen is used, which needs a first cheap
         streaming scan of the file; when given, the file is read once (and an index beyond it
@@ -185,8 +222,23 @@ def ingest(
     shuffle seed.
     """
     path = os.fspath(source)
+    pos_label, positive_classes = _positive_args(positive, pos_label, positive_classes)
+    if categorical not in ("error", "onehot"):
+        raise ValueError(f"categorical must be 'error' or 'onehot'; got {categorical!r}")
+    if format == "parquet" or (format is None and is_parquet(path, storage_options)):
+        dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle)
+        dataset = open_parquet(path, storage_options)
+        return _ingest_table(dataset, path, "parquet", store, label=label, features=features,
+                             drop=drop, categorical=categorical, pos_label=pos_label,
+                             positive_classes=positive_classes, dtype=dtype,
+                             chunk_rows=chunk_rows, shuffle=shuffle, random_state=random_state,
+                             overwrite=overwrite, storage_options=storage_options)
+    if is_url(path):
+        raise ValueError(f"{path}: a text file is read from a local path; copy it locally, or "
+                         "convert it to Parquet to read it from object storage")
     if os.path.isdir(path):
-        raise IsADirectoryError(f"{path} is a directory; give one LIBSVM or CSV file")
+        raise IsADirectoryError(f"{path} is a directory with no Parquet files; give a "
+                                "Parquet directory, or one LIBSVM or CSV file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
     dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle)
@@ -209,15 +261,35 @@ def ingest(
     fmt = _FORMATS[format] if format is not None else _detect_format(path, head)
 
     opts: dict[str, Any] = {"fmt": fmt, "compression": compression}
+    if isinstance(label, int) and not isinstance(label, bool):
+        label_column, label = label, None
     if fmt == "csv":
-        opts.update(_dense_layout(path, head, delimiter, header, label_column, n_features))
-    elif header:
-        raise ValueError("header=True applies to dense text, not to LIBSVM files")
+        opts.update(_dense_layout(path, head, delimiter, header, label_column, n_features,
+                                  label_name=label))
+        if categorical == "onehot" or features is not None or drop:
+            if not opts["header"]:
+                raise ValueError(f"{path}: features, drop and categorical='onehot' name "
+                                 "columns, and this file has no header line")
+            return _ingest_table(
+                _csv_dataset(path, opts), path, "csv", store,
+                label=opts["label_name"], features=features, drop=drop,
+                categorical=categorical, pos_label=pos_label,
+                positive_classes=positive_classes, dtype=dtype, chunk_rows=chunk_rows,
+                shuffle=shuffle, random_state=random_state, overwrite=overwrite,
+                storage_options=storage_options)
+    else:
+        if header:
+            raise ValueError("header=True applies to dense text, not to LIBSVM files")
+        if label is not None or features is not None or drop or categorical != "error":
+            raise ValueError("label, features, drop and categorical name columns of a "
+                             "Parquet or CSV source; a LIBSVM file has none (its label is "
+                             "the first token of each line)")
 
     params = {
         "format": fmt, "n_features": n_features,
         **_label_params(pos_label, positive_classes),
-        "label_column": label_column, "delimiter": delimiter, "header": header,
+        "label": label, "label_column": label_column, "delimiter": delimiter,
+        "header": header,
         "dtype": dtype.name, "chunk_rows": chunk_rows, "shuffle": shuffle,
         "zero_based": zero_based, "allow_dense": allow_dense,
     }
@@ -276,61 +348,82 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
         raise ValueError(
             f"{path}: one row of {d:,} features takes {_nbytes(d * dtype.itemsize)} "
             f"({dtype.name}), more than a chunk can hold (_config.DENSE_MAX_BYTES = "
-            f"{_nbytes(_config.DENSE_MAX_BYTES)}), even with allow_dense=True; reduce the "
-            "features first (sparse input is not supported yet)")
+            f"{_nbytes(_config.DENSE_MAX_BYTES)}), even with allow_dense=True. "
+            + SPARSE_ADVICE)
     if n_rows is not None:  # the size is known (a first scan): check the space before work
         _check_text_space(store, n_rows, d, dtype.itemsize, shuffle)
     cr = int(chunk_rows or _config.chunk_rows_for(d, dtype.itemsize, n_rows))
     parser = _Parser(path, fmt, d, dtype, cr, index_base=index_base,
                      label_col=opts.get("label_col", 0), n_cols=opts.get("n_cols", 0),
-                     delim=opts.get("delim", -1))
-    seed = seed_sequence(random_state) if shuffle else None
+                     delim=opts.get("delim", -1), feature_names=opts.get("feature_names"))
 
+    def feed(writer) -> None:
+        with _open_text(path, compression, None if hasher else hasher) as f:
+            header_lines = opts["header_line"] + 1 if fmt == "csv" and opts["header"] else 0
+            try:
+                for chunk in parser.chunks(_iter_blocks(f), header_lines):
+                    if check_dense:
+                        parser.check_dense(writer.n + chunk.X.shape[0])
+                    writer.write(chunk)
+                    parser.reset()
+            except ValueError as exc:
+                # damaged data can decode to a malformed line before the decompressor
+                # reaches the checksum that proves it damaged: report the damage
+                if not isinstance(exc, _DamagedInput):
+                    f.check_rest()
+                raise
+
+    def source_attrs() -> dict:
+        stat = os.stat(path)
+        return {
+            "source": os.path.abspath(path), "source_format": fmt,
+            "source_compression": compression, "source_sha256": hasher[0].sha256.hexdigest(),
+            "source_size": int(stat.st_size),
+            "source_mtime": _dt.datetime.fromtimestamp(
+                stat.st_mtime, tz=_dt.timezone.utc).isoformat(),
+            "zero_based": bool(index_base == 0) if fmt == "libsvm" else None,
+            "header": opts.get("header"),
+            "label_column": opts.get("label_name"),
+            "feature_names": opts.get("feature_names"),
+        }
+
+    _write_rows(store, where=path, feed=feed, tokens=lambda: parser.tokens, n_rows=n_rows, d=d,
+                cr=cr, dtype=dtype, shuffle=shuffle, random_state=random_state,
+                overwrite=overwrite, pos_label=pos_label, positive_classes=positive_classes,
+                params=params, source_attrs=source_attrs)
+
+
+def _write_rows(store, *, where: str, feed, tokens, n_rows: int | None, d: int, cr: int, dtype,
+                shuffle: bool, random_state, overwrite: bool, pos_label, positive_classes,
+                params: dict, source_attrs, storage_options: dict | None = None) -> None:
+    """Write a store from parsed row chunks: ``feed(writer)`` writes every chunk (the spill
+    files hold the label codes, and the shuffle's rows), then the labels ``tokens()`` are
+    mapped to {-1, +1}, ``y`` is written and the attributes recorded (``source_attrs()``)."""
+    seed = seed_sequence(random_state) if shuffle else None
     spill = _spill_dir(store)
     writer = None
     try:
-        with writing_store(store, overwrite=overwrite, kind="dataset") as group:
+        with writing_store(store, overwrite=overwrite, kind="dataset",
+                           storage_options=storage_options) as group:
             zX = create_array(group, "X", shape=(n_rows or 0, d), chunks=(cr, d), dtype=dtype)
             if shuffle:
-                writer = _ShuffleWriter(
-                    zX, spill, n_rows, cr, d, dtype, seed)
+                writer = _ShuffleWriter(zX, spill, n_rows, cr, d, dtype, seed)
             else:
                 writer = _DirectWriter(zX, spill, cr, known_rows=n_rows is not None)
-            with _open_text(path, compression, None if hasher else hasher) as f:
-                header_lines = opts["header_line"] + 1 if fmt == "csv" and opts["header"] else 0
-                try:
-                    for chunk in parser.chunks(_iter_blocks(f), header_lines):
-                        if check_dense:
-                            parser.check_dense(writer.n + chunk.X.shape[0])
-                        writer.write(chunk)
-                        parser.reset()
-                except ValueError as exc:
-                    # damaged data can decode to a malformed line before the decompressor
-                    # reaches the checksum that proves it damaged: report the damage
-                    if not isinstance(exc, _DamagedInput):
-                        f.check_rest()
-                    raise
+            feed(writer)
             n = writer.n
             if n == 0:
-                raise ValueError(f"{path} holds no data rows")
+                raise ValueError(f"{where} holds no data rows")
             if n_rows is not None and n != n_rows:
-                raise RuntimeError(f"{path} changed while it was read ({n_rows} then {n} rows)")
-            lut, classes = _label_table(parser.tokens, pos_label, positive_classes, path)
+                raise RuntimeError(f"{where} changed while it was read ({n_rows} then {n} rows)")
+            lut, classes = _label_table(tokens(), pos_label, positive_classes, where)
             zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
             counts = writer.finish(zy, lut)
-            sha = hasher[0].sha256.hexdigest()
-            stat = os.stat(path)
             group.attrs.update({
                 "n_samples": int(n), "n_features": d,
                 "n_negative": int(counts[0]), "n_positive": int(counts[1]),
                 "classes": classes,
-                "source": os.path.abspath(path), "source_format": fmt,
-                "source_compression": compression, "source_sha256": sha,
-                "source_size": int(stat.st_size),
-                "source_mtime": _dt.datetime.fromtimestamp(
-                    stat.st_mtime, tz=_dt.timezone.utc).isoformat(),
-                "zero_based": bool(index_base == 0) if fmt == "libsvm" else None,
-                "header": opts.get("header"),
+                **source_attrs(),
                 "dtype": dtype.name, "chunk_rows": cr,
                 "shuffled": bool(shuffle),
                 "shuffle_seed": None if seed is None else str(seed.entropy),
@@ -341,6 +434,76 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
         if writer is not None:
             writer.close()
         shutil.rmtree(spill, ignore_errors=True)
+
+
+def _positive_args(positive, pos_label, positive_classes):
+    """``positive`` (one label or a list) as ``(pos_label, positive_classes)``."""
+    if positive is None:
+        return pos_label, positive_classes
+    if pos_label is not None or positive_classes is not None:
+        raise ValueError("give the positive class once: positive=, or pos_label= / "
+                         "positive_classes=, not both")
+    if isinstance(positive, (str, bytes)) or not np.iterable(positive):
+        return positive, None
+    positive = list(positive)
+    if not positive:
+        raise ValueError("positive=[] names no class")
+    return (positive[0], None) if len(positive) == 1 else (None, positive)
+
+
+def _csv_dataset(path: str, opts: dict):
+    """A CSV file with a header as a ``pyarrow.dataset`` (its layout found by
+    :func:`_dense_layout`): read by Arrow when columns are chosen or one-hot encoded."""
+    import pyarrow.csv as pacsv
+    import pyarrow.dataset as pads
+
+    delim = opts["delim"]
+    if delim < 0:
+        raise ValueError(f"{path}: features, drop and categorical='onehot' read a delimited "
+                         "file; this one is separated by whitespace (pass delimiter=)")
+    fmt = pads.CsvFileFormat(
+        parse_options=pacsv.ParseOptions(delimiter=chr(delim)),
+        read_options=pacsv.ReadOptions(skip_rows=opts["header_line"], block_size=8 * 2**20))
+    return pads.dataset(path, format=fmt)
+
+
+def _ingest_table(dataset, path: str, fmt: str, store, *, label, features, drop, categorical,
+                  pos_label, positive_classes, dtype, chunk_rows, shuffle, random_state,
+                  overwrite, storage_options) -> Dataset:
+    """Ingest a ``pyarrow.dataset`` (Parquet, or CSV read by Arrow) into a store."""
+    plan = plan_source(dataset, path, label=label, features=features, drop=drop,
+                       categorical=categorical)
+    d = plan.n_features
+    n_rows = int(dataset.count_rows())
+    if n_rows == 0:
+        raise ValueError(f"{path} holds no data rows")
+    _check_text_space(store, n_rows, d, dtype.itemsize, shuffle)
+    cr = int(chunk_rows or _config.chunk_rows_for(d, dtype.itemsize, n_rows))
+    chunks = TableChunks(plan, path, dtype, cr)
+
+    def feed(writer) -> None:
+        batches = iter_batches(dataset, plan.read_columns, min(cr, 65_536))
+        for chunk in chunks.chunks(batches):
+            writer.write(chunk)
+            chunks.reset()
+
+    def source_attrs() -> dict:
+        n_files, size = source_files(dataset)
+        return {"source": path if is_url(path) else os.path.abspath(path),
+                "source_format": fmt, "source_files": n_files, "source_size": size,
+                "label_column": plan.label, "feature_names": plan.feature_names,
+                "categories": plan.levels or None}
+
+    params = {"format": fmt, "label": plan.label, "features": features, "drop": list(drop),
+              "categorical": categorical, **_label_params(pos_label, positive_classes),
+              "dtype": dtype.name, "chunk_rows": chunk_rows, "shuffle": shuffle}
+    with _failing_cleanly(store):
+        _write_rows(store, where=path, feed=feed, tokens=lambda: chunks.tokens, n_rows=n_rows,
+                    d=d, cr=cr, dtype=dtype, shuffle=shuffle, random_state=random_state,
+                    overwrite=overwrite, pos_label=pos_label,
+                    positive_classes=positive_classes, params=params,
+                    source_attrs=source_attrs, storage_options=storage_options)
+    return open_dataset(store, storage_options=storage_options)
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,6 +46,10 @@ def _overflow_advice(dtype) -> str:
             'dtype="float64" (CLI: --dtype float64)')
 
 
+#: boolean text read as 1 / 0 (as pandas and Arrow write boolean columns)
+_BOOLEANS = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0, "TRUE": 1.0, "FALSE": 0.0}
+
+
 class _ZeroIndexSeen(Exception):
     """A 0 feature index appeared while reading 1-based (auto mode restarts 0-based)."""
 
@@ -73,8 +77,10 @@ class _Parser:
     """Drive a parse kernel over blocks of lines; yield full row chunks."""
 
     def __init__(self, path: str, fmt: str, n_features: int, dtype: np.dtype, chunk_rows: int,
-                 *, index_base: int = 1, label_col: int = 0, n_cols: int = 0, delim: int = -1):
+                 *, index_base: int = 1, label_col: int = 0, n_cols: int = 0, delim: int = -1,
+                 feature_names: list[str] | None = None):
         self.path, self.fmt, self.index_base = path, fmt, index_base
+        self.feature_names = feature_names
         self.label_col, self.n_cols, self.delim = label_col, n_cols, delim
         self.X = np.zeros((chunk_rows, n_features), dtype=dtype)
         self.spans = np.zeros((chunk_rows, 2), dtype=np.int64)
@@ -185,11 +191,17 @@ class _Parser:
         for row, col, s, e in self.slow[:k]:
             tok = bytes(buf[s:e]).decode("utf-8", "replace").strip().strip("\"'")
             try:
-                v = float(tok)
+                v = _BOOLEANS.get(tok)
+                if v is None:
+                    v = float(tok)
             except ValueError:
+                names = self.feature_names
                 raise ValueError(
                     f"{self.path}, line {self.lines[row] + 1}: cannot read {_shown(tok)!r} as "
-                    f"a number (feature column {col}, 0-based)"
+                    + (f"a number (column {names[col]!r}); a text column can be one-hot "
+                       "encoded with categorical='onehot' (CLI: --categorical onehot) or left "
+                       "out with drop=[...] (CLI: --drop)" if names else
+                       f"a number (feature column {col}, 0-based)")
                 ) from None
             with np.errstate(over="ignore"):
                 X[row, col] = v

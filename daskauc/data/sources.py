@@ -299,7 +299,8 @@ def _looks_like_header(text: str, delim: int, label_col: int) -> bool:
     return k >= 3
 
 
-def _dense_layout(path, head, delimiter, header, label_column, n_features) -> dict:
+def _dense_layout(path, head, delimiter, header, label_column, n_features,
+                  label_name: str | None = None) -> dict:
     ext = os.path.splitext(path)[1].lower()
     if ext in _COMPRESSION_EXT:
         ext = os.path.splitext(os.path.splitext(path)[0])[1].lower()
@@ -315,6 +316,15 @@ def _dense_layout(path, head, delimiter, header, label_column, n_features) -> di
     if n_cols < 2:
         raise ValueError(f"{path}, line {first_line + 1}: found {n_cols} field(s); need the "
                          "label and at least one feature (check the delimiter)")
+    if label_name is not None:  # a named label column: the first line is the header
+        if header is False:
+            raise ValueError(f"label={label_name!r} names a column, but header=False")
+        fields = [t.strip("\"'") for t in _iter_fields(first, delim)]
+        if label_name not in fields:
+            shown = ", ".join(repr(t) for t in fields[:20]) + (" ..." if n_cols > 20 else "")
+            raise ValueError(f"{path}: no column named {label_name!r} in the header (line "
+                             f"{first_line + 1}) for the label; columns: {shown}")
+        label_column, header = fields.index(label_name), True
     if not -n_cols <= label_column < n_cols:
         raise ValueError(f"label_column={label_column} is out of range for {n_cols} columns")
     label_col = label_column % n_cols
@@ -322,5 +332,12 @@ def _dense_layout(path, head, delimiter, header, label_column, n_features) -> di
         header = _looks_like_header(first, delim, label_col)
     if n_features is not None and n_features != n_cols - 1:
         raise ValueError(f"{path} has {n_cols - 1} feature columns but n_features={n_features}")
+    names = None
+    if header:
+        fields = [t.strip("\"'") for t in _iter_fields(first, delim)]
+        names = [t for k, t in enumerate(fields) if k != label_col]
+        if all(_is_number(t) for t in names):  # column numbers written by a library
+            names = None
     return {"delim": delim, "n_cols": n_cols, "label_col": label_col, "header": bool(header),
-            "header_line": first_line, "n_features": n_cols - 1}
+            "header_line": first_line, "n_features": n_cols - 1, "feature_names": names,
+            "label_name": fields[label_col] if header else None}

@@ -71,9 +71,19 @@ def _check_dense(path, rows: int, d: int, itemsize: int, values: int, max_index:
     raise ValueError(
         f"{path}: the dense matrix would take {_nbytes(dense)} ({rows:,} {read} x {d:,} "
         f"features x {itemsize} bytes), {ratio:,.0f} times the {_nbytes(sparse)} of the "
-        f"{values:,} non-zero values read; {where}. Nothing was written. Pass "
-        "allow_dense=True to write it anyway (memory stays bounded by one chunk), or reduce "
-        "the features first (sparse input is not supported yet)")
+        f"{values:,} non-zero values read; {where}. Nothing was written: daskauc stores and "
+        f"streams dense rows, and {d:,} features this sparse are refused rather than "
+        f"densified. {SPARSE_ADVICE} Or pass allow_dense=True (CLI: --allow-dense) to write "
+        "it dense anyway (memory stays bounded by one chunk; the store takes the size above)")
+
+
+#: what to do with sparse, high-dimensional data (text features), in every refusal of it
+SPARSE_ADVICE = (
+    "Reduce the features first: hash them into a few thousand columns "
+    "(sklearn.feature_extraction.FeatureHasher), project them "
+    "(sklearn.random_projection.SparseRandomProjection or sklearn.decomposition.TruncatedSVD) "
+    "or keep the frequent ones, then ingest the result; or fit a linear model on the sparse "
+    "matrix with a tool made for it (sklearn.linear_model.SGDClassifier).")
 
 
 def _check_free_space(store, needed: int, detail: str) -> None:

@@ -1,0 +1,222 @@
+"""Data as users hold it: Parquet files and directories, CSV with a header, named label and
+positive class, text columns refused or one-hot encoded, feature names kept in the store and
+surfaced by estimators, pandas / dask DataFrames and Series as input.
+
+The oracle is pandas: the same table read whole and converted by hand
+(``pandas.get_dummies`` for the one-hot columns) must equal the store, value for value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import daskauc
+from daskauc import cli
+
+pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
+
+
+def _frame(n=3000, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({
+        "id": np.arange(n) + 10_000,
+        "a": rng.normal(size=n),
+        "b": rng.integers(-3, 7, n),
+        "colour": rng.choice(["red", "green", "blue"], n),
+        "flag": rng.random(n) > 0.5,
+    })
+    score = df.a + (df.colour == "red") + 0.4 * rng.normal(size=n)
+    df["class"] = np.where(score > 0.5, "fraud", "ok")
+    return df
+
+
+def _parquet_dir(df: pd.DataFrame, path, parts=3, row_group=400) -> str:
+    """A directory of part files, each of several row groups."""
+    os.makedirs(path)
+    step = -(-len(df) // parts)
+    for k in range(parts):
+        df.iloc[k * step:(k + 1) * step].to_parquet(
+            os.path.join(path, f"part-{k}.parquet"), row_group_size=row_group)
+    return os.fspath(path)
+
+
+def _expected(df: pd.DataFrame, drop=("id",), onehot=True, dtype=np.float32):
+    X = df.drop(columns=[*drop, "class"])
+    if onehot:
+        X = pd.get_dummies(X, columns=["colour"], prefix_sep="=")
+        # the one-hot features sit where their column was
+        X = X[["a", "b", "colour=blue", "colour=green", "colour=red", "flag"]]
+    return X.astype(dtype).to_numpy(), list(X.columns)
+
+
+def test_parquet_directory_equals_pandas_oracle(tmp_path):
+    df = _frame()
+    src = _parquet_dir(df, tmp_path / "table")
+    ds = daskauc.ingest(src, tmp_path / "s.zarr", drop=["id"], categorical="onehot",
+                        positive="fraud", chunk_rows=700)
+    X, names = _expected(df)
+    np.testing.assert_array_equal(ds.X.compute(), X)
+    np.testing.assert_array_equal(ds.y.compute(), np.where(df["class"] == "fraud", 1, -1))
+    assert ds.X.chunks[0][:2] == (700, 700)  # chunks cut across files and row groups
+    a = ds.attrs
+    assert a["feature_names"] == names and a["label_column"] == "class"
+    assert a["classes"] == [["ok"], ["fraud"]] and a["source_format"] == "parquet"
+    assert a["source_files"] == 3 and a["categories"] == {"colour": ["blue", "green", "red"]}
+    assert a["n_positive"] == int((df["class"] == "fraud").sum())
+
+
+def test_default_label_and_rule_and_several_positives(tmp_path):
+    df = _frame(600)
+    src = tmp_path / "t.parquet"
+    df.drop(columns=["colour"]).to_parquet(src)
+    ds = daskauc.ingest(src, tmp_path / "s.zarr", drop=["id"])
+    # the column named "class" is the label; the larger of two labels is positive
+    assert ds.attrs["label_column"] == "class" and ds.attrs["classes"] == [["fraud"], ["ok"]]
+    assert ds.attrs["feature_names"] == ["a", "b", "flag"]
+    df3 = df.assign(kind=np.array(["x", "y", "z"])[np.arange(600) % 3])
+    df3.drop(columns=["colour", "class"]).to_parquet(tmp_path / "k.parquet")
+    ds = daskauc.ingest(tmp_path / "k.parquet", tmp_path / "k.zarr", label="kind",
+                        positive=["x", "z"], drop=["id"])
+    assert ds.attrs["classes"] == [["y"], ["x", "z"]] and ds.attrs["n_positive"] == 400
+    with pytest.raises(ValueError, match="which column holds the label"):
+        daskauc.ingest(tmp_path / "k.parquet", tmp_path / "k2.zarr")
+    with pytest.raises(ValueError, match="give the positive class once"):
+        daskauc.ingest(src, tmp_path / "x.zarr", positive="ok", pos_label="ok")
+
+
+def test_text_and_other_columns_are_named_never_dropped(tmp_path):
+    df = _frame(300)
+    df["when"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(np.arange(300), unit="h")
+    src = tmp_path / "t.parquet"
+    df.to_parquet(src)
+    with pytest.raises(ValueError, match=r"'when' \(timestamp.*drop="):
+        daskauc.ingest(src, tmp_path / "s.zarr", categorical="onehot")
+    with pytest.raises(ValueError, match="'colour' hold text.*categorical='onehot'"):
+        daskauc.ingest(src, tmp_path / "s.zarr", drop=["when"])
+    assert not os.path.exists(tmp_path / "s.zarr")
+    # columns left out are never read: the timestamp column is not even looked at
+    ds = daskauc.ingest(src, tmp_path / "s.zarr", features=["a", "b"])
+    np.testing.assert_array_equal(ds.X.compute(), df[["a", "b"]].to_numpy(np.float32))
+    with pytest.raises(ValueError, match="no column named 'nope'"):
+        daskauc.ingest(src, tmp_path / "s2.zarr", drop=["nope"])
+
+
+def test_missing_values_are_named(tmp_path):
+    df = _frame(300)[["a", "b", "class"]].astype({"b": "Int64"})
+    df.loc[123, "b"] = pd.NA
+    df.to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(ValueError, match="column 'b' has a missing value .*row 123"):
+        daskauc.ingest(tmp_path / "t.parquet", tmp_path / "s.zarr")
+    df = _frame(300)[["a", "class"]]
+    df.loc[7, "class"] = None
+    df.to_parquet(tmp_path / "u.parquet")
+    with pytest.raises(ValueError, match="label column 'class' has a missing value.*row 7"):
+        daskauc.ingest(tmp_path / "u.parquet", tmp_path / "s.zarr")
+    assert not os.path.exists(tmp_path / "s.zarr")
+
+
+def test_parquet_shuffle_is_the_text_shuffle(tmp_path):
+    """The same rows, seed and chunking shuffle to the same store from Parquet and CSV."""
+    df = _frame(2000)[["a", "b", "class"]]
+    df.to_parquet(tmp_path / "t.parquet", row_group_size=300)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    kw = dict(shuffle=True, random_state=5, chunk_rows=512)
+    p = daskauc.ingest(tmp_path / "t.parquet", tmp_path / "p.zarr", **kw)
+    c = daskauc.ingest(tmp_path / "t.csv", tmp_path / "c.zarr", label="class", **kw)
+    np.testing.assert_array_equal(p.X.compute(), c.X.compute())
+    np.testing.assert_array_equal(p.y.compute(), c.y.compute())
+    assert not np.array_equal(p.X.compute(), df[["a", "b"]].to_numpy(np.float32))
+    assert p.attrs["feature_names"] == c.attrs["feature_names"] == ["a", "b"]
+
+
+def test_csv_with_header_names_label_and_onehot(tmp_path):
+    df = _frame(900)
+    df.to_csv(tmp_path / "f.csv", index=False)
+    with pytest.raises(ValueError, match="cannot read '.*' as a number \\(column 'colour'\\)"):
+        daskauc.ingest(tmp_path / "f.csv", tmp_path / "s.zarr", label="class")
+    ds = daskauc.ingest(tmp_path / "f.csv", tmp_path / "s.zarr", label="class",
+                        drop=["id"], categorical="onehot", positive="fraud")
+    X, names = _expected(df)
+    np.testing.assert_array_equal(ds.X.compute(), X)
+    assert ds.attrs["feature_names"] == names and ds.attrs["classes"] == [["ok"], ["fraud"]]
+    # the fast text parser, with a header and booleans written by pandas
+    df.drop(columns=["colour"]).to_csv(tmp_path / "g.csv", index=False)
+    g = daskauc.ingest(tmp_path / "g.csv", tmp_path / "g.zarr", label="class")
+    assert g.attrs["feature_names"] == ["id", "a", "b", "flag"]
+    np.testing.assert_array_equal(
+        g.X.compute(), df[["id", "a", "b", "flag"]].astype(np.float32).to_numpy())
+    with pytest.raises(ValueError, match="no column named 'klass' in the header"):
+        daskauc.ingest(tmp_path / "g.csv", tmp_path / "h.zarr", label="klass")
+
+
+def test_feature_names_reach_estimators_and_inputs_give_one_model(tmp_path):
+    """numpy, dask array, pandas, dask DataFrame and the store fit the same exact model."""
+    df = _frame(1500)
+    src = _parquet_dir(df, tmp_path / "table")
+    store = os.fspath(tmp_path / "s.zarr")
+    daskauc.ingest(src, store, drop=["id"], categorical="onehot", positive="fraud",
+                   dtype="float64")
+    X, names = _expected(df, dtype=np.float64)
+    Xdf = pd.DataFrame(X, columns=names)
+    y = pd.Series(df["class"].to_numpy(), name="class")  # labels as the user has them
+    inputs = {
+        "store": (store, None),
+        "numpy": (X, np.where(y == "fraud", 1, -1)),
+        "pandas": (Xdf, (y == "fraud")),
+        "dask dataframe": (dd.from_pandas(Xdf, npartitions=3),
+                           dd.from_pandas(y == "fraud", npartitions=3)),
+    }
+    coefs = {}
+    for kind, (Xi, yi) in inputs.items():
+        m = daskauc.LSAUC(lam=1e-2).fit(Xi, yi)
+        coefs[kind] = m.coef_
+        if kind == "numpy":
+            assert not hasattr(m, "feature_names_in_")
+        else:
+            assert list(m.feature_names_in_) == names, kind
+    for kind, c in coefs.items():
+        np.testing.assert_allclose(c, coefs["store"], rtol=1e-9, atol=1e-12, err_msg=kind)
+    m = daskauc.LSAUC(lam=1e-2).fit(store)
+    with pytest.raises(ValueError, match="feature names should match"):
+        m.decision_function(Xdf.rename(columns={"a": "A"}))
+    lazy = m.decision_function(dd.from_pandas(Xdf, npartitions=2))
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        plain = m.decision_function(X)  # scikit-learn's warning for a model fitted with names
+    np.testing.assert_allclose(lazy.compute(), plain, rtol=1e-12)
+
+
+def test_dataframes_with_text_columns_and_text_labels(tmp_path):
+    df = _frame(800)
+    X = df[["a", "b", "colour"]]
+    y = df["class"]
+    for Xi in (X, dd.from_pandas(X, npartitions=2)):
+        with pytest.raises(TypeError, match="'colour' .* not numbers"):
+            daskauc.LSAUC().fit(Xi, y)
+    Xn = df[["a", "b"]]
+    # any two labels, pandas or dask: classes_ sorted, the larger positive (scikit-learn's)
+    m = daskauc.LSAUC().fit(dd.from_pandas(Xn, npartitions=2), dd.from_pandas(y, npartitions=2))
+    assert list(m.classes_) == ["fraud", "ok"]
+    auc_ok = daskauc.roc_auc(y, m.decision_function(Xn), pos_label="ok")
+    assert auc_ok > 0.7
+    assert m.score(Xn, y) == pytest.approx(auc_ok)
+
+
+def test_cli_ingest_parquet_states_the_positive_class(tmp_path, capsys):
+    df = _frame(500)
+    src = _parquet_dir(df, tmp_path / "table", parts=2)
+    out = tmp_path / "s.zarr"
+    assert cli.main(["ingest", src, os.fspath(out), "--drop", "id", "--categorical", "onehot",
+                     "--positive", "fraud", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert payload["positive"] == ["fraud"] and payload["negative"] == ["ok"]
+    assert payload["label_column"] == "class" and payload["positive_rule"] == "as asked"
+    assert payload["feature_names"][:2] == ["a", "b"]
+    assert cli.main(["ingest", src, os.fspath(tmp_path / "t.zarr"), "--drop", "id,colour"]) == 0
+    text = capsys.readouterr().out
+    assert "positive class: 'ok' (negative: 'fraud'; the larger of the two labels" in text
