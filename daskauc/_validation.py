@@ -535,22 +535,40 @@ def _classes_of(uniq: np.ndarray, positives: np.ndarray) -> np.ndarray:
     return np.asarray([-1, 1])
 
 
+def store_classes(attrs: dict) -> np.ndarray | None:
+    """The raw labels a dataset store mapped to -1 and +1, as ``[negative, positive]``, when
+    each side is one label (a store of grouped classes, or of -1/+1 already, gives None):
+    a model fitted on the store then has ``classes_`` in the user's labels, the positive
+    last, whichever sorts first."""
+    recorded = attrs.get("classes")
+    if not recorded or len(recorded) != 2 or any(len(side) != 1 for side in recorded):
+        return None
+    neg, pos = recorded[0][0], recorded[1][0]
+    if isinstance(neg, str) != isinstance(pos, str):
+        return None
+    return np.asarray([neg, pos])
+
+
 def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_rows=None):
     """Validate a design matrix and labels together.
 
     Returns ``(X, y, classes)``: X as a row-chunked dask array, y as an int8 {-1,+1} dask
     array with the same row chunks.
     """
+    stored_classes = None
     if is_store_path(X) and y is None:
         from ._dataset import open_dataset
 
         ds = open_dataset(X)
         X, y = ds.X, ds.y
+        stored_classes = store_classes(ds.attrs)
     Xd = as_row_chunked(X, dtype=dtype, chunk_rows=chunk_rows)
     if y is None:
         raise ValueError("This estimator requires y to be passed, but the target y is None: "
                          "pass labels, or a dataset store path as X")
     y_pm1, classes = as_labels(y, pos_label=pos_label, positive_classes=positive_classes)
+    if stored_classes is not None and pos_label is None and positive_classes is None:
+        classes = stored_classes
     n_y = y_pm1.shape[0]
     if n_y != Xd.shape[0]:
         raise ValueError(f"X has {Xd.shape[0]} rows but y has {n_y} labels; they must match")

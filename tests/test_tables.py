@@ -220,3 +220,29 @@ def test_cli_ingest_parquet_states_the_positive_class(tmp_path, capsys):
     assert cli.main(["ingest", src, os.fspath(tmp_path / "t.zarr"), "--drop", "id,colour"]) == 0
     text = capsys.readouterr().out
     assert "positive class: 'ok' (negative: 'fraud'; the larger of the two labels" in text
+
+
+def test_a_store_fitted_model_speaks_the_users_labels(tmp_path):
+    """classes_ are the store's raw labels, the named positive class last even when it
+    sorts first; predict returns them and score ranks that class high, for y in the user's
+    labels or in the store's -1 / +1."""
+    df = _frame(1200)[["a", "b", "class"]]
+    df.to_parquet(tmp_path / "t.parquet")
+    store = os.fspath(tmp_path / "s.zarr")
+    ds = daskauc.ingest(tmp_path / "t.parquet", store, positive="fraud")
+    m = daskauc.LSAUC().fit(store)
+    assert list(m.classes_) == ["ok", "fraud"]
+    X = df[["a", "b"]]
+    s = m.decision_function(X)
+    from sklearn.metrics import roc_auc_score
+
+    auc = roc_auc_score(df["class"] == "fraud", s)
+    assert auc > 0.8  # fraud ranked high
+    assert m.score(X, df["class"]) == pytest.approx(auc, abs=1e-12)
+    assert m.score(X, ds.y.compute()) == pytest.approx(auc, abs=1e-12)
+    assert m.score(store) == pytest.approx(auc, abs=1e-12)
+    pred = m.predict(X)
+    assert set(pred) <= {"ok", "fraud"} and np.mean(pred == df["class"]) > 0.7
+    # the default rule: the larger label is positive, classes_ sorted as scikit-learn's
+    daskauc.ingest(tmp_path / "t.parquet", tmp_path / "d.zarr")
+    assert list(daskauc.LSAUC().fit(tmp_path / "d.zarr").classes_) == ["fraud", "ok"]

@@ -99,12 +99,27 @@ class AUCScoreMixin:
             raise NotImplementedError("sample_weight is not supported by the AUC score")
         from ..metrics import roc_auc
 
-        if is_store_path(X) and y is None:
+        if is_store_path(X) and y is None:  # the store's y: -1 / +1
             from .._dataset import open_dataset
 
             ds = open_dataset(X)
-            X, y = ds.X, ds.y
-        return float(roc_auc(y, self.decision_function(X)))
+            return float(roc_auc(ds.y, self.decision_function(ds.X)))
+        return float(roc_auc(y, self.decision_function(X), pos_label=self._positive_in(y)))
+
+    def _positive_in(self, y):
+        """The ``pos_label`` that scores ``y``: the model's positive class ``classes_[1]``, not
+        the larger of y's labels, when it sorts first (a model fitted on a store whose
+        positive class was named, "fraud" against "ok"); None (the larger label) otherwise,
+        and for y in daskauc's own -1 / +1 (a store's ``y``)."""
+        neg, pos = self.classes_[0], self.classes_[1]
+        if not neg > pos:
+            return None
+        from .._validation import _matching_label
+
+        labels = np.unique(np.asarray(y.compute() if isinstance(y, da.Array) else y))
+        if _matching_label(labels, pos) is None and set(labels.tolist()) <= {-1, 1}:
+            return None
+        return pos
 
     def _calibrate(self, X: da.Array, y: da.Array, score, *, all_rows: bool,
                    batch: bool = False) -> None:
