@@ -27,6 +27,7 @@ from .io import ModelFileError, load_model, save_model
 from .metrics import roc_auc, roc_curve
 from .model_selection import cross_validate_auc, cv_select_C
 from .plot import plot_history, plot_roc
+from .scoring import write_scores
 
 __all__ = [
     "__version__",
@@ -38,5 +39,5 @@ __all__ = [
     "KernelAUC", "LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM",
     "load_model", "save_model", "roc_auc", "roc_curve", "default_chunks",
     "StoreIntegrityError", "ModelFileError", "progress", "log_to_stderr",
-    "plot_roc", "plot_history",
+    "plot_roc", "plot_history", "write_scores",
 ]

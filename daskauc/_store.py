@@ -23,7 +23,11 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
   before it enters a graph, so workers started in another directory read the same store; it
   never enters a task key (:func:`open_dataset` names its arrays after a token of the store);
 * a writer names its hidden directory after its host and process id; the next writer of the
-  same target removes those left by processes that are gone (a crash or ``kill -9``).
+  same target removes those left by processes that are gone (a crash or ``kill -9``);
+* object storage (an fsspec URL: ``s3://``, ``gs://`` ...) has no rename: a store is written
+  under the same hidden sibling name and published by copying its objects into place, its
+  group metadata first without and last with ``daskauc_complete``, then checked to hold
+  exactly the chunks this writer recorded (:func:`daskauc._store_write.begin_store`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import contextlib
 import itertools
 import math
 import os
+import posixpath
 import shutil
 import socket
 import uuid
@@ -59,20 +64,65 @@ def local_path(path) -> str:
 def resolve_path(path) -> str:
     """The one place a user's path becomes what goes into a graph: an absolute local path
     (``~`` expanded, ``file://`` stripped) or an fsspec URL unchanged. A relative path sent to
-    workers as is would be read relative to each worker's working directory."""
+    workers as is would be read relative to each worker's working directory. A URL whose
+    filesystem is not installed (``s3://`` without s3fs) is refused here, naming the package
+    (:func:`check_protocol`)."""
     p = os.fspath(path)
     if is_url(p):
+        check_protocol(p)
         return p.rstrip("/")
     return os.path.abspath(os.path.expanduser(local_path(p)))
+
+
+def check_protocol(url: str) -> None:
+    """Refuse a URL that fsspec cannot open here: one ``ImportError`` naming the package to
+    install (``s3fs`` for ``s3://``, ``gcsfs`` for ``gs://`` ...), or a ``ValueError`` for a
+    scheme fsspec does not know. Without it the first use failed with a traceback from
+    deep inside fsspec, or as a missing file."""
+    import fsspec
+    from fsspec.registry import known_implementations
+
+    for part in url.split("::"):  # chained URLs: simplecache::s3://...
+        protocol = part.split("://", 1)[0]
+        try:
+            fsspec.get_filesystem_class(protocol)
+        except ImportError as exc:
+            known = known_implementations.get(protocol, {})
+            package = known.get("class", protocol).split(".", 1)[0]
+            if package == "fsspec":  # one of fsspec's own (http://: aiohttp and requests)
+                raise ImportError(f"{url}: {known.get('err') or exc}") from None
+            extra = " (or pip install 'daskauc[s3]')" if package == "s3fs" else ""
+            raise ImportError(
+                f"{url}: {protocol}:// URLs need the package {package}, which is not "
+                f"installed: pip install {package}{extra}", name=package) from None
+        except ValueError:
+            raise ValueError(f"{url}: unknown URL scheme {protocol}:// (fsspec has no "
+                             "filesystem for it)") from None
+
+
+def url_filesystem(url: str, storage_options: dict | None = None):
+    """The fsspec filesystem of ``url`` and the path of ``url`` in it (``bucket/key``)."""
+    import fsspec
+
+    fs, _, paths = fsspec.get_fs_token_paths(url, storage_options=storage_options)
+    return fs, paths[0].rstrip("/")
+
+
+def effective_storage_options(url: str, storage_options: dict | None = None) -> dict:
+    """The options ``url``'s filesystem is built with in this process: ``storage_options``
+    over fsspec's configuration for its protocol (``fsspec.config.conf``, which the
+    ``FSSPEC_<PROTOCOL>`` variables and ``daskauc --storage-options`` fill). What a task that
+    opens ``url`` in another process (a worker, whose configuration may lack them) needs."""
+    fs, _ = url_filesystem(url, storage_options)
+    return dict(fs.storage_options)
 
 
 def store_exists(path, storage_options: dict | None = None) -> bool:
     path = resolve_path(path)
     if is_url(path):
-        import fsspec
-
-        fs, _, paths = fsspec.get_fs_token_paths(path, storage_options=storage_options)
-        return fs.exists(paths[0])
+        fs, root = url_filesystem(path, storage_options)
+        fs.invalidate_cache(root)  # another process may have written or removed it since
+        return fs.exists(root)
     return os.path.exists(local_path(path))
 
 
@@ -80,7 +130,8 @@ _PARTIAL = ".partial-"
 
 
 def partial_prefix(final: str) -> str:
-    return os.path.join(os.path.dirname(final), f".{os.path.basename(final)}{_PARTIAL}")
+    p = posixpath if is_url(final) else os.path
+    return p.join(p.dirname(final), f".{p.basename(final)}{_PARTIAL}")
 
 
 def owned_tmp_name(prefix: str) -> str:
@@ -187,11 +238,9 @@ def list_chunks(root: str, storage_options: dict | None) -> dict[str, int]:
     make a read (of a model's ``coef_``, say) come from a file outside the store."""
     out = {}
     if is_url(root):
-        import fsspec
-
-        fs, _, paths = fsspec.get_fs_token_paths(root, storage_options=storage_options)
-        base = paths[0].rstrip("/") + "/"
-        for p, info in fs.find(paths[0], detail=True).items():
+        fs, found = url_filesystem(root, storage_options)
+        base = found + "/"
+        for p, info in fs.find(found, detail=True).items():
             if info.get("type") != "directory" and p.rsplit("/", 1)[-1] not in _METADATA_FILES:
                 out[p[len(base):] if p.startswith(base) else p] = int(info["size"])
         return out
@@ -220,10 +269,8 @@ def trailing_checksums(root: str, storage_options: dict | None,
     last 4 bytes, little endian): one 4-byte read per file, never a pass over the data."""
     keys = [k for k, n in sizes.items() if n >= 4]
     if is_url(root):
-        import fsspec
-
-        fs, _, paths = fsspec.get_fs_token_paths(root, storage_options=storage_options)
-        base = paths[0].rstrip("/") + "/"
+        fs, base = url_filesystem(root, storage_options)
+        base += "/"
         tails = fs.cat_ranges([base + k for k in keys], [sizes[k] - 4 for k in keys],
                               [sizes[k] for k in keys], on_error="raise")
     else:

@@ -1,12 +1,21 @@
 """Writing daskauc stores: arrays with checksummed chunks, written under a hidden sibling and
 committed (the chunk manifest recorded, ``daskauc_complete`` last) only when complete, and
 the checks that an output may be written where the user asked, before any work (the
-protocol: :mod:`daskauc._store`)."""
+protocol: :mod:`daskauc._store`).
+
+On object storage (an fsspec URL) there is no rename, atomic or not: the hidden sibling is
+published by :func:`_publish`, which copies its objects into place and then checks that the
+target holds exactly the chunks this writer recorded. Two writers of one target therefore
+never leave a mix that opens as complete: each writes its own sibling and records its own
+chunks' checksums, and a chunk the other copied over is found by the check (the commit is
+withdrawn) or, if it lands after the check, by every read (a chunk whose checksum is not the
+recorded one is an error naming it)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import socket
@@ -22,6 +31,7 @@ from ._store import (
     StoreIntegrityError,
     check_grid,
     checksummed_keys,
+    effective_storage_options,
     is_url,
     list_chunks,
     local_path,
@@ -34,6 +44,7 @@ from ._store import (
     store_exists,
     stored_kind,
     trailing_checksums,
+    url_filesystem,
 )
 from ._version import __version__
 
@@ -64,8 +75,9 @@ def writing_store(path, *, overwrite: bool = False, kind: str, attrs: dict | Non
                   storage_options: dict | None = None):
     """Create a store safely; yield its open ``zarr.Group``.
 
-    On normal exit the group is marked complete and (for local paths) moved into place; on an
-    exception the partial store is removed and whatever was at ``path`` is left untouched.
+    On normal exit the group is marked complete and moved (copied, on object storage) into
+    place; on an exception the partial store is removed and whatever was at ``path`` is left
+    untouched.
     """
     pending = begin_store(path, kind=kind, overwrite=overwrite, attrs=attrs,
                           storage_options=storage_options)
@@ -81,14 +93,15 @@ class PendingStore:
     """A store being written by a dask graph that has not run yet.
 
     Same protocol as :func:`~daskauc._store_write.writing_store`, split in two so the write
-    can share a pass with other work: :func:`begin_store` creates the group (at a hidden
-    sibling path for local stores) and :meth:`commit` marks it complete and moves it into
-    place. ``commit`` is a plain picklable function of strings, so it runs as the last task
-    of the graph on whichever worker; if the graph fails, the partial store stays hidden
-    (at ``tmp``) and never opens as complete.
+    can share a pass with other work: :func:`begin_store` creates the group at a hidden
+    sibling path and :meth:`commit` marks it complete and moves it into place (on object
+    storage: copies it, :func:`_publish`). ``commit`` is a plain picklable function of
+    strings and the URL's storage options, so it runs as the last task of the graph on
+    whichever worker; if the graph fails, the partial store stays hidden (at ``tmp``) and
+    never opens as complete.
     """
 
-    def __init__(self, group: zarr.Group, final: str, tmp: str | None,
+    def __init__(self, group: zarr.Group, final: str, tmp: str,
                  storage_options: dict | None, overwrite: bool = False, writer: str = ""):
         self.group, self.final, self.tmp, self.storage_options = group, final, tmp, storage_options
         self.overwrite, self.writer = overwrite, writer
@@ -104,9 +117,8 @@ class PendingStore:
         return _commit(self._target(), (lambda: extra_attrs) if extra_attrs else None)
 
     def abort(self) -> None:
-        """Remove the hidden partial store (local stores)."""
-        if self.tmp is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+        """Remove the hidden partial store."""
+        _remove_partial(self.tmp, self.storage_options)
 
     def _target(self) -> tuple:
         return (self.final, self.tmp, self.storage_options, self.overwrite, self.writer)
@@ -122,15 +134,19 @@ def begin_store(path, *, kind: str, overwrite: bool = False, attrs: dict | None 
     base = {"daskauc_kind": kind, "daskauc_version": __version__,
             "daskauc_format": _config.STORE_FORMAT, "daskauc_writer": writer, **(attrs or {})}
     if is_url(path):
-        group = zarr.open_group(path, mode="w", storage_options=storage_options)
-        group.attrs.update(base)
-        return PendingStore(group, path, None, storage_options, overwrite, writer)
+        # the commit may run in another process (a worker): it gets the options this
+        # process builds the filesystem with, its fsspec configuration included
+        storage_options = effective_storage_options(path, storage_options)
+        tmp = owned_tmp_name(partial_prefix(path))
+        group = zarr.open_group(tmp, mode="w", storage_options=storage_options)
+        group.update_attributes(base)
+        return PendingStore(group, path, tmp, storage_options, overwrite, writer)
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     remove_stale(partial_prefix(path))
     tmp = owned_tmp_name(partial_prefix(path))
     group = zarr.open_group(tmp, mode="w")
-    group.attrs.update(base)
+    group.update_attributes(base)
     return PendingStore(group, path, tmp, storage_options, overwrite, writer)
 
 
@@ -229,25 +245,26 @@ def _gib(n: int) -> str:
 def _commit(target, attrs_from, *results):
     final, tmp, storage_options, overwrite, writer = target
     extra = attrs_from(*results) if attrs_from is not None else {}
-    where = tmp if tmp is not None else final
-    group = zarr.open_group(where, mode="r+", storage_options=None if tmp else storage_options)
-    if tmp is None and group.attrs.get("daskauc_writer") != writer:
-        raise FileExistsError(
-            f"another writer started writing {final} while this write ran; the store is "
-            "left incomplete: write it again, one writer at a time")
-    chunks = list_chunks(where, None if tmp else storage_options)
+    url = is_url(final)
+    options = storage_options if url else None
+    group = zarr.open_group(tmp, mode="r+", storage_options=options)
+    chunks = list_chunks(tmp, options)
     try:
         check_grid(group, chunks, final)
     except StoreIntegrityError:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _remove_partial(tmp, options)
         raise
-    sums = trailing_checksums(where, None if tmp else storage_options,
-                               {k: chunks[k] for k in checksummed_keys(group)})
+    sums = trailing_checksums(tmp, options, {k: chunks[k] for k in checksummed_keys(group)})
     manifest = {k: [size, sums.get(k)] for k, size in chunks.items()}
-    group.attrs.update({**extra, _config.MANIFEST_ATTR: manifest, _config.COMPLETE_ATTR: True})
-    if tmp is None:
+    if url:
+        group.update_attributes({**extra, _config.MANIFEST_ATTR: manifest})
+        try:
+            _publish(final, tmp, storage_options, overwrite, writer, manifest)
+        finally:
+            _remove_partial(tmp, options)
         return final
+    group.update_attributes({**extra, _config.MANIFEST_ATTR: manifest,
+                             _config.COMPLETE_ATTR: True})
     if not overwrite:
         try:  # rename(2) of a directory onto a non-empty one fails: no check-then-act race
             os.rename(tmp, final)
@@ -274,3 +291,88 @@ def _commit(target, attrs_from, *results):
         os.replace(old, f"{tmp}.del")
         remove_path(f"{tmp}.del")
     return final
+
+
+def _remove_partial(tmp: str, storage_options: dict | None) -> None:
+    """Remove a writer's hidden partial store, local or on object storage (errors ignored:
+    what is left is hidden and never opens as complete)."""
+    if not is_url(tmp):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    with contextlib.suppress(Exception):  # any filesystem's own errors, a missing tmp
+        fs, root = url_filesystem(tmp, storage_options)
+        fs.rm(root, recursive=True)
+
+
+def _publish(final: str, tmp: str, storage_options: dict | None, overwrite: bool,
+             writer: str, manifest: dict) -> None:
+    """The commit's move on object storage, which has no rename: the staged store at ``tmp``
+    (its chunk record in its attributes, ``daskauc_complete`` not yet) copied to ``final``.
+
+    An existing ``final`` is refused without ``overwrite`` (checked again here: it may have
+    appeared while the write ran) and otherwise removed first, its group metadata before the
+    rest, so that it stops opening as complete. The group metadata goes first, without the
+    complete mark (an interrupted copy leaves an incomplete daskauc store, which the next
+    write may replace), then every other object, then the group metadata with the mark (one
+    object written whole: the commit). Last the target is checked against ``manifest``: the
+    group is still this writer's and every chunk is present with the size and checksum this
+    writer recorded, and no other chunk is there. A chunk another writer copied over at the
+    same time fails the check: the mark is taken back and the error says why. (Copied after
+    the check, it fails every read instead: a chunk whose checksum is not the recorded one is
+    a :class:`~daskauc._store.StoreIntegrityError`.)"""
+    fs, root = url_filesystem(final, storage_options)
+    _, troot = url_filesystem(tmp, storage_options)
+    fs.invalidate_cache(root)
+    if fs.exists(root):
+        if not overwrite:
+            raise FileExistsError(
+                f"{final} appeared while this write ran (another writer?); it was not "
+                "replaced; pass overwrite=True (--overwrite) to replace it")
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(f"{root}/zarr.json")
+        fs.rm(root, recursive=True)
+    meta = json.loads(fs.cat_file(f"{troot}/zarr.json"))
+    fs.pipe_file(f"{root}/zarr.json", json.dumps(meta).encode())
+    rest = sorted(p[len(troot):] for p in fs.find(troot) if p != f"{troot}/zarr.json")
+    # server-side copies, pair by pair (sorted: the same pairs if fsspec sorts the lists)
+    fs.copy([troot + p for p in rest], [root + p for p in rest])
+    meta["attributes"][_config.COMPLETE_ATTR] = True
+    fs.pipe_file(f"{root}/zarr.json", json.dumps(meta).encode())
+    problem = _published_differs(final, storage_options, writer, manifest)
+    if problem is None:
+        return
+    if problem == "writer":
+        raise FileExistsError(
+            f"{final}: another writer committed its store there while this write was being "
+            "committed; this write's store is not there: write it again, one writer at a time")
+    if problem.startswith("chunk"):  # still this writer's group: take the commit back
+        meta["attributes"].pop(_config.COMPLETE_ATTR)
+        fs.pipe_file(f"{root}/zarr.json", json.dumps(meta).encode())
+    raise FileExistsError(
+        f"{final}: another writer wrote there while this write was being committed "
+        f"({problem}); it was left incomplete: write it again, one writer at a time")
+
+
+def _published_differs(final: str, storage_options: dict | None, writer: str,
+                       manifest: dict) -> str | None:
+    """None when ``final`` holds this writer's group and exactly the chunks of ``manifest``
+    (sizes and checksums); else ``"writer"`` (another writer's group metadata is there) or
+    what differs, naming the first chunk."""
+    fs, root = url_filesystem(final, storage_options)
+    try:
+        attrs = json.loads(fs.cat_file(f"{root}/zarr.json")).get("attributes", {})
+    except FileNotFoundError:
+        return "its group metadata was removed"
+    if attrs.get("daskauc_writer") != writer:
+        return "writer"
+    present = list_chunks(final, storage_options)
+    sums = trailing_checksums(final, storage_options,
+                              {k: n for k, n in present.items()
+                               if k in manifest and manifest[k][1] is not None})
+    for key, (size, crc) in manifest.items():
+        if present.get(key) != size or (crc is not None and sums.get(key) != crc):
+            return f"chunk {key} is not the one this write recorded"
+    extra = sorted(set(present) - set(manifest))
+    if extra:
+        return f"chunk {extra[0]} is not one this write made"
+    return None

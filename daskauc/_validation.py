@@ -240,17 +240,26 @@ def default_chunks(X: da.Array) -> da.Array:
     return X.rechunk({0: rows, 1: -1})
 
 
+#: what to do with sparse, high-dimensional data (text features), in every refusal of it
+SPARSE_ADVICE = (
+    "Reduce the features first: hash them into a few thousand columns "
+    "(sklearn.feature_extraction.FeatureHasher), project them "
+    "(sklearn.random_projection.SparseRandomProjection or sklearn.decomposition.TruncatedSVD) "
+    "or keep the frequent ones, then ingest the result; or fit a linear model on the sparse "
+    "matrix with a tool made for it (sklearn.linear_model.SGDClassifier).")
+
+
 def reject_sparse(X, name: str = "X") -> None:
     """Sparse matrices are not read (every solver streams dense row blocks): say so, rather
     than failing on an object dtype."""
     if hasattr(X, "tocsr") and hasattr(X, "nnz"):
-        from .data.space import SPARSE_ADVICE, _nbytes
+        from dask.utils import format_bytes
 
         n, d = X.shape
         raise TypeError(
             f"{name} is a sparse {type(X).__name__} of {n:,} x {d:,} ({X.nnz:,} non-zero; "
-            f"{_nbytes(8 * n * d)} dense); daskauc reads dense rows: pass {name}.toarray() "
-            f"when that fits in memory. {SPARSE_ADVICE}")
+            f"{format_bytes(8 * n * d)} dense); daskauc reads dense rows: pass "
+            f"{name}.toarray() when that fits in memory. {SPARSE_ADVICE}")
 
 
 def check_not_empty(shape, name: str = "X", min_samples: int = 1) -> None:

@@ -118,7 +118,7 @@ def _write_estimator(group: zarr.Group, est) -> None:
     if state is not None:
         sub = group.create_group(_STATE_GROUP)
         sub.attrs["tree"] = _encode_state(state, sub, [0])
-    group.attrs.update(attrs)
+    group.update_attributes(attrs)
 
 
 class ModelFileError(ValueError):

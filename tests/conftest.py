@@ -84,3 +84,58 @@ def threaded_unless_cluster(request):
     else:
         with dask.config.set(scheduler="threads"):
             yield
+
+
+class S3Server:
+    """A running S3 API (see the ``s3_server`` fixture): its endpoint, one bucket, and the
+    credentials and endpoint both ways users give them."""
+
+    def __init__(self, endpoint: str, bucket: str):
+        key, secret, region = "daskauc-test", "daskauc-test-secret", "us-east-1"
+        self.endpoint, self.bucket = endpoint, bucket
+        #: fsspec (s3fs) options, as ``storage_options=`` or ``fsspec.config.conf["s3"]``
+        self.storage_options = {"key": key, "secret": secret,
+                                "client_kwargs": {"endpoint_url": endpoint}}
+        #: the environment botocore reads in any process (dask workers included); no probe of
+        #: the EC2 metadata service when a process has none of it
+        self.env = {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret,
+                    "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": region,
+                    "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def filesystem(self):
+        """An s3fs filesystem on the server (listings never cached: tests change objects
+        behind daskauc's back)."""
+        import s3fs
+
+        return s3fs.S3FileSystem(**self.storage_options, use_listings_cache=False,
+                                 skip_instance_cache=True)
+
+    def url(self, *parts: str) -> str:
+        return "/".join([f"s3://{self.bucket}", *parts])
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API for the suite: moto's server mode in a thread of this process, listening
+    on 127.0.0.1 only (a free port), with one bucket. Skipped, with the reason, when moto's
+    server or s3fs is not importable (both are in the ``test`` extra)."""
+    import logging
+
+    for module in ("moto.server", "s3fs"):
+        pytest.importorskip(module, reason=f"{module} is not installed: pip install -e "
+                            "'.[test]' (the S3 tests need moto[server] and s3fs)")
+    from moto.server import ThreadedMotoServer
+
+    werkzeug = logging.getLogger("werkzeug")  # a line per request otherwise
+    level = werkzeug.level
+    werkzeug.setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        s3 = S3Server(f"http://{host}:{port}", "daskauc-test")
+        s3.filesystem().mkdir(s3.bucket)
+        yield s3
+    finally:
+        server.stop()
+        werkzeug.setLevel(level)

@@ -21,6 +21,7 @@ FLOORS = [
     ("rooms", {"data", "embed", "solvers"}),
     ("model selection and model files", {"model_selection", "io"}),
     ("estimators", {"estimators", "plot"}),
+    ("uses of models", {"scoring"}),
     ("faces", {"cli", "cluster", "__init__"}),
 ]
 

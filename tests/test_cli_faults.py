@@ -400,12 +400,17 @@ def test_a_store_path_that_is_not_utf8_runs_through_the_command_line(stores):
 
 
 def test_options_are_never_abbreviated(stores, capsys):
-    """``--label class`` was read as ``--label-column class`` ("invalid int value")."""
+    """``--label class`` was read as ``--label-column class`` ("invalid int value") before
+    ``--label`` existed; an abbreviation is still never taken for an option."""
     with pytest.raises(SystemExit) as exit_:
-        main(["ingest", str(stores / "data.svm"), str(stores / "x-a.zarr"), "--label",
-              "class"])
+        main(["ingest", str(stores / "data.svm"), str(stores / "x-a.zarr"), "--label-col",
+              "3"])
     assert exit_.value.code == 2
-    assert "unrecognized arguments: --label class" in capsys.readouterr().err
+    assert "unrecognized arguments: --label-col 3" in capsys.readouterr().err
+    # --label names a column, which a LIBSVM file does not have: one line saying so
+    code = main(["ingest", str(stores / "data.svm"), str(stores / "x-a.zarr"), "--label",
+                 "class"])
+    assert code != 0 and "a LIBSVM file has none" in capsys.readouterr().err
 
 
 _SYNC_RACE = """

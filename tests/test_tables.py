@@ -246,3 +246,21 @@ def test_a_store_fitted_model_speaks_the_users_labels(tmp_path):
     # the default rule: the larger label is positive, classes_ sorted as scikit-learn's
     daskauc.ingest(tmp_path / "t.parquet", tmp_path / "d.zarr")
     assert list(daskauc.LSAUC().fit(tmp_path / "d.zarr").classes_) == ["fraud", "ok"]
+
+
+def test_scoring_the_raw_table_encodes_its_text_columns_as_ingest_did(tmp_path):
+    """A model fitted on a store ingested with categorical="onehot" scores the raw Parquet
+    table: its features "colour=red" ... are made from the text column as ingest made them."""
+    df = _frame(1000)
+    src = _parquet_dir(df, tmp_path / "table", parts=2, row_group=250)
+    store = os.fspath(tmp_path / "s.zarr")
+    ds = daskauc.ingest(src, store, drop=["id"], categorical="onehot", positive="fraud")
+    model = daskauc.LSAUC().fit(store)
+    out = tmp_path / "scores.parquet"
+    daskauc.write_scores(model, src, out, id_column="id")
+    got = pd.read_parquet(out)
+    np.testing.assert_array_equal(got["id"].to_numpy(), df["id"].to_numpy())
+    assert ds.attrs["feature_names"] == list(model.feature_names_in_)
+    X, names = _expected(df, dtype=np.float64)
+    expected = model.decision_function(pd.DataFrame(X, columns=names))
+    np.testing.assert_allclose(got["decision_function"].to_numpy(), expected, rtol=1e-12)

@@ -48,6 +48,7 @@ from .._dataset import Dataset, open_dataset
 from .._store import is_url
 from .._store_write import PendingStore, begin_store, check_writable, create_array, writing_store
 from .._validation import (
+    SPARSE_ADVICE,
     as_row_chunked,
     check_not_empty,
     check_param,
@@ -67,7 +68,7 @@ from .sources import (
     _iter_blocks,
     _open_text,
 )
-from .space import SPARSE_ADVICE, _check_dense, _check_store_space, _failing_cleanly, _nbytes
+from .space import _check_dense, _check_store_space, _failing_cleanly, _nbytes
 from .tables import (
     TableChunks,
     is_parquet,
@@ -81,7 +82,7 @@ from .writers import _check_text_space, _DirectWriter, _GuardedTarget, _ShuffleW
 __all__ = ["ingest", "ingest_array", "write_dataset", "PendingStore", "begin_store"]
 
 
-def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
+def _check_common(dtype, chunk_rows, overwrite, store, shuffle, storage_options=None):
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"dtype must be float32 or float64; got {dtype}")
@@ -89,7 +90,7 @@ def _check_common(dtype, chunk_rows, overwrite, store, shuffle):
         check_param("chunk_rows", chunk_rows, int, low=1)
     check_param("shuffle", shuffle, bool)
     check_param("overwrite", overwrite, bool)
-    check_writable(store, overwrite=overwrite)
+    check_writable(store, overwrite=overwrite, storage_options=storage_options)
     return dtype
 
 
@@ -226,7 +227,7 @@ def ingest(
     if categorical not in ("error", "onehot"):
         raise ValueError(f"categorical must be 'error' or 'onehot'; got {categorical!r}")
     if format == "parquet" or (format is None and is_parquet(path, storage_options)):
-        dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle)
+        dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle, storage_options)
         dataset = open_parquet(path, storage_options)
         return _ingest_table(dataset, path, "parquet", store, label=label, features=features,
                              drop=drop, categorical=categorical, pos_label=pos_label,
@@ -241,7 +242,7 @@ def ingest(
                                 "Parquet directory, or one LIBSVM or CSV file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
-    dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle)
+    dtype = _check_common(dtype, chunk_rows, overwrite, store, shuffle, storage_options)
     if n_features is not None:
         check_param("n_features", n_features, int, low=1)
     check_param("label_column", label_column, int)
@@ -296,7 +297,7 @@ def ingest(
     kw = dict(path=path, store=store, opts=opts, n_features=n_features, pos_label=pos_label,
               positive_classes=positive_classes, dtype=dtype, chunk_rows=chunk_rows,
               shuffle=shuffle, random_state=random_state, overwrite=overwrite, params=params,
-              allow_dense=allow_dense)
+              allow_dense=allow_dense, storage_options=storage_options)
     with _failing_cleanly(store):
         try:
             _ingest_text(zero_based=zero_based, **kw)
@@ -307,12 +308,12 @@ def ingest(
             # read in one pass without the scan: scan now, then decide (or refuse) as above
             _scan(path, opts["compression"], "libsvm", []).index_base(path)  # 0, or mixed
             _ingest_text(zero_based=True, **kw)
-    return open_dataset(store)
+    return open_dataset(store, storage_options=storage_options)
 
 
 def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, dtype,
                  chunk_rows, shuffle, random_state, overwrite, params, zero_based,
-                 allow_dense) -> None:
+                 allow_dense, storage_options) -> None:
     fmt, compression = opts["fmt"], opts["compression"]
     hasher: list = []
     n_rows = None
@@ -390,7 +391,7 @@ def _ingest_text(*, path, store, opts, n_features, pos_label, positive_classes, 
     _write_rows(store, where=path, feed=feed, tokens=lambda: parser.tokens, n_rows=n_rows, d=d,
                 cr=cr, dtype=dtype, shuffle=shuffle, random_state=random_state,
                 overwrite=overwrite, pos_label=pos_label, positive_classes=positive_classes,
-                params=params, source_attrs=source_attrs)
+                params=params, source_attrs=source_attrs, storage_options=storage_options)
 
 
 def _write_rows(store, *, where: str, feed, tokens, n_rows: int | None, d: int, cr: int, dtype,
@@ -419,7 +420,7 @@ def _write_rows(store, *, where: str, feed, tokens, n_rows: int | None, d: int, 
             lut, classes = _label_table(tokens(), pos_label, positive_classes, where)
             zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
             counts = writer.finish(zy, lut)
-            group.attrs.update({
+            group.update_attributes({
                 "n_samples": int(n), "n_features": d,
                 "n_negative": int(counts[0]), "n_positive": int(counts[1]),
                 "classes": classes,
@@ -640,7 +641,7 @@ def ingest_array(
             zX[a : a + cr] = _cast_checked(Xn[rows], target, a if perm is None else rows)
             zy[a : a + cr] = ypm[rows]
         n_pos = int(np.count_nonzero(ypm > 0))
-        group.attrs.update({
+        group.update_attributes({
             "n_samples": n, "n_features": d, "n_positive": n_pos, "n_negative": n - n_pos,
             "classes": classes, "dtype": target.name, "chunk_rows": cr, **base_attrs})
     return open_dataset(store)
@@ -752,7 +753,7 @@ def write_dataset(
                 for t in targets:
                     t.close_and_wait()
                 raise
-            group.attrs.update(_counts_attrs(c))
+            group.update_attributes(_counts_attrs(c))
         return open_dataset(store, storage_options=storage_options)
 
     pending = begin_store(store, kind="dataset", overwrite=overwrite, attrs=meta,

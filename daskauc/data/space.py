@@ -19,6 +19,7 @@ import shutil
 
 from .. import _config
 from .._store import is_url, resolve_path
+from .._validation import SPARSE_ADVICE
 
 
 @contextlib.contextmanager
@@ -76,14 +77,6 @@ def _check_dense(path, rows: int, d: int, itemsize: int, values: int, max_index:
         f"densified. {SPARSE_ADVICE} Or pass allow_dense=True (CLI: --allow-dense) to write "
         "it dense anyway (memory stays bounded by one chunk; the store takes the size above)")
 
-
-#: what to do with sparse, high-dimensional data (text features), in every refusal of it
-SPARSE_ADVICE = (
-    "Reduce the features first: hash them into a few thousand columns "
-    "(sklearn.feature_extraction.FeatureHasher), project them "
-    "(sklearn.random_projection.SparseRandomProjection or sklearn.decomposition.TruncatedSVD) "
-    "or keep the frequent ones, then ingest the result; or fit a linear model on the sparse "
-    "matrix with a tool made for it (sklearn.linear_model.SGDClassifier).")
 
 
 def _check_free_space(store, needed: int, detail: str) -> None:

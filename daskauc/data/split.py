@@ -20,7 +20,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
 from .._dataset import open_dataset
-from .._store import store_exists
+from .._store import resolve_path, store_exists
 from .._validation import as_row_chunked, is_store_path, seed_sequence
 from .ingest import write_dataset
 
@@ -160,7 +160,8 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
 
 
 def split_store(store, train_store, test_store, *, test_size: float = 0.2,
-                stratify: bool = True, random_state=None, overwrite: bool = False):
+                stratify: bool = True, random_state=None, overwrite: bool = False,
+                storage_options: dict | None = None):
     """Split a dataset store into a train store and a test store in one pass over ``X``.
 
     Returns
@@ -177,24 +178,27 @@ def split_store(store, train_store, test_store, *, test_size: float = 0.2,
     """
     test_size = _check_test_size(test_size)
     for p in (train_store, test_store):
-        if store_exists(p) and not overwrite:
+        if store_exists(p, storage_options) and not overwrite:
             raise FileExistsError(
                 f"{os.fspath(p)} already exists; pass overwrite=True to replace it")
     seed = seed_sequence(random_state)
-    ds = open_dataset(store)
+    ds = open_dataset(store, storage_options=storage_options)
     X_tr, X_te, y_tr, y_te = train_test_split(ds.X, ds.y, test_size=test_size,
                                               stratify=stratify, random_state=seed)
     keep = {k: v for k, v in ds.attrs.items()
             if not k.startswith("daskauc_") and k not in
             ("n_samples", "n_positive", "n_negative", "chunk_rows", "n_features", "dtype")}
-    common = {**keep, "split_of": os.path.abspath(os.fspath(store)), "test_size": test_size,
+    common = {**keep, "split_of": resolve_path(store), "test_size": test_size,
               "stratified": bool(stratify), "split_seed": str(seed.entropy),
               "created": _dt.datetime.now(tz=_dt.timezone.utc).isoformat()}
     cr = int(ds.attrs.get("chunk_rows") or max(ds.X.chunks[0]))
     w_tr = write_dataset(X_tr, y_tr, train_store, attrs={**common, "split_part": "train"},
-                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_tr.shape[0]))
+                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_tr.shape[0]),
+                         storage_options=storage_options)
     w_te = write_dataset(X_te, y_te, test_store, attrs={**common, "split_part": "test"},
-                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_te.shape[0]))
+                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_te.shape[0]),
+                         storage_options=storage_options)
     compute(w_tr, w_te)
-    return open_dataset(train_store), open_dataset(test_store)
+    return (open_dataset(train_store, storage_options=storage_options),
+            open_dataset(test_store, storage_options=storage_options))
 

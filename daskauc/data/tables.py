@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _config
-from .._store import is_url
+from .._store import is_url, local_path, resolve_path
 from .parse import _Chunk, _overflow_advice
 
 #: column names taken for the label when ``label`` is not given (compared case-insensitively)
@@ -43,24 +43,46 @@ def _pyarrow():
     return pa, pc, pads
 
 
-def is_parquet(path: str, storage_options: dict | None = None) -> bool:
+PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+
+
+def is_parquet(path, storage_options: dict | None = None) -> bool:
     """True for a ``.parquet`` / ``.pq`` file or a directory (local or URL) holding them."""
     p = os.fspath(path).rstrip("/")
-    if p.lower().endswith((".parquet", ".pq", ".parq")):
-        return True
-    if is_url(p):
+    return p.lower().endswith(PARQUET_SUFFIXES) or parquet_files(p, storage_options) is not None
+
+
+def parquet_files(source, storage_options: dict | None = None) -> list[str] | None:
+    """The Parquet files of a file or directory (sorted; names starting with ``_`` or ``.``
+    skipped, as Parquet readers do); None when ``source`` is neither."""
+    path = resolve_path(source)
+    if is_url(path):
         import fsspec
 
-        fs, root = fsspec.core.url_to_fs(p, **(storage_options or {}))
-        if not fs.isdir(root):
-            return False
-        return any(f.lower().endswith((".parquet", ".pq", ".parq")) for f in fs.find(root))
-    if not os.path.isdir(p):
-        return False
-    for _, _, files in os.walk(p):
-        if any(f.lower().endswith((".parquet", ".pq", ".parq")) for f in files):
-            return True
-    return False
+        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        if not fs.exists(root):
+            return None
+        if fs.isfile(root):
+            return [path] if root.lower().endswith(PARQUET_SUFFIXES) else None
+        proto = path.split("://", 1)[0]
+        found = sorted(p for p in fs.find(root) if _is_part(p[len(root):]))
+        return [f"{proto}://{p}" for p in found] or None
+    path = local_path(path)
+    if os.path.isfile(path):
+        return [path] if path.lower().endswith(PARQUET_SUFFIXES) else None
+    if not os.path.isdir(path):
+        return None
+    found = []
+    for where, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        found += [os.path.join(where, f) for f in files if _is_part(f)]
+    return sorted(found) or None
+
+
+def _is_part(rel: str) -> bool:
+    parts = [p for p in rel.split("/") if p]
+    return (bool(parts) and not any(p.startswith(("_", ".")) for p in parts)
+            and parts[-1].lower().endswith(PARQUET_SUFFIXES))
 
 
 def open_parquet(path: str, storage_options: dict | None = None):

@@ -117,7 +117,7 @@ def write_embedding(est, map_block, source, store, *, y=None, scaler=None,
         if int(npos) + int(nneg) != n:
             raise ValueError("y must hold labels in {-1, +1} (int8) in a dataset store")
         _write_map(group.create_group("map"), est, mean, scale)
-        group.attrs.update({"n_positive": int(npos), "n_negative": int(nneg)})
+        group.update_attributes({"n_positive": int(npos), "n_negative": int(nneg)})
     return open_dataset(store)
 
 
@@ -254,7 +254,7 @@ def _write_map(group, est, mean, scale) -> None:
         arrays["scaler_scale"] = np.asarray(scale, dtype=np.float64)
     for name, a in arrays.items():
         create_array(group, name, data=np.ascontiguousarray(a, dtype=np.float64), compressors=None)
-    group.attrs.update({
+    group.update_attributes({
         "gamma": float(est.gamma_),
         "n_components": int(est.n_components_),
         "n_features_in": int(est.n_features_in_),
