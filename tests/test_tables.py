@@ -264,3 +264,18 @@ def test_scoring_the_raw_table_encodes_its_text_columns_as_ingest_did(tmp_path):
     X, names = _expected(df, dtype=np.float64)
     expected = model.decision_function(pd.DataFrame(X, columns=names))
     np.testing.assert_allclose(got["decision_function"].to_numpy(), expected, rtol=1e-12)
+
+
+def test_hive_partitions_are_columns(tmp_path):
+    """A directory written with partition_cols: the partition key (in the path, not in the
+    files) is a column like the others; here a text one, one-hot encoded."""
+    df = _frame(400)[["a", "b", "colour", "class"]]
+    df.to_parquet(tmp_path / "t", partition_cols=["colour"])
+    ds = daskauc.ingest(tmp_path / "t", tmp_path / "s.zarr", categorical="onehot")
+    assert ds.attrs["feature_names"] == ["a", "b", "colour=blue", "colour=green", "colour=red"]
+    # the rows arrive partition by partition: compare as sets of rows
+    X = pd.get_dummies(df.drop(columns=["class"]), columns=["colour"], prefix_sep="=")
+    X = X[ds.attrs["feature_names"]].astype(np.float32).to_numpy()
+    got = ds.X.compute()
+    key = lambda A: A[np.lexsort(A.T[::-1])]  # noqa: E731
+    np.testing.assert_array_equal(key(got), key(X))

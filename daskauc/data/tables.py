@@ -335,10 +335,20 @@ def iter_batches(dataset, columns: list[str], batch_rows: int) -> Iterator:
     read-ahead, even at one batch and one file, held 666 MiB of Arrow memory at once while a
     slower consumer wrote 1 GB of covtype copies; its default of 16 batches and 4 files
     more.)"""
+    pa, _, pads = _pyarrow()
     for fragment in dataset.get_fragments():
-        yield from fragment.to_batches(columns=columns, batch_size=batch_rows,
-                                       batch_readahead=0, fragment_readahead=0,
-                                       use_threads=False)
+        # hive partitions: a key's value is in the fragment's path, not in its file
+        keys = pads.get_partition_keys(fragment.partition_expression) or {}
+        own = [c for c in columns if c not in keys]
+        for batch in fragment.to_batches(columns=own, batch_size=batch_rows,
+                                         batch_readahead=0, fragment_readahead=0,
+                                         use_threads=False):
+            if len(own) < len(columns):
+                n = batch.num_rows
+                batch = pa.RecordBatch.from_arrays(
+                    [pa.array([keys[c]] * n) if c in keys else batch.column(c)
+                     for c in columns], names=columns)
+            yield batch
 
 
 def plan_source(dataset, where: str, *, label=None, features: Sequence[str] | None = None,
