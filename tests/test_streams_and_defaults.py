@@ -217,3 +217,21 @@ def test_score_of_a_store_needs_no_labels_for_every_kind_of_model(tmp_path):
             warnings.simplefilter("ignore", ConvergenceWarning)
             est.fit(X, y)
         assert est.score(path) == pytest.approx(est.score(X, y), abs=1e-12)
+
+
+def test_choosing_C_on_a_cluster_ships_no_large_graph(tmp_path, dask_cluster_client):
+    """C="auto"'s path solves a subsample held in the client: on a cluster every Newton pass
+    sent it again in its graph ("Sending large graph of size 42 MiB", 30-48 times in one CLI
+    fit). It now solves it on the client's threads."""
+    import warnings
+
+    import daskauc
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(9_000, 240))
+    y = X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(size=9_000) > 0
+    daskauc.ingest_array(X, y, tmp_path / "s.zarr", chunk_rows=3_000)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*Sending large graph.*")
+        model = daskauc.RankSVM(C="auto", max_iter=5).fit(str(tmp_path / "s.zarr"))
+    assert model.C_ == model.selection_["C"] > 0

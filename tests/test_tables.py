@@ -279,3 +279,23 @@ def test_hive_partitions_are_columns(tmp_path):
     got = ds.X.compute()
     key = lambda A: A[np.lexsort(A.T[::-1])]  # noqa: E731
     np.testing.assert_array_equal(key(got), key(X))
+
+
+def test_nbauc_records_the_chosen_C_as_documented(tmp_path):
+    """The user guide says the chosen C is ``C_``; ``NBAUC().fit(...).C_`` raised
+    AttributeError (it lived on ``solver_``)."""
+    df = _frame(600)
+    X, y = df[["a", "b"]].to_numpy(), df["class"].to_numpy()
+    m = daskauc.NBAUC(n_landmarks=20, random_state=0).fit(X, y)
+    assert m.C_ == m.solver_.C_ and m.selection_ == m.solver_.selection_
+    assert m.C_ == m.selection_["C"] and m.selection_["table"]
+    daskauc.save_model(m, tmp_path / "m.zarr")
+    back = daskauc.load_model(tmp_path / "m.zarr")
+    assert back.C_ == m.C_
+
+
+def test_boolean_labels_ingest(tmp_path):
+    """``ingest_array(X, y_bool)`` failed writing its attributes: numpy's bool is not JSON."""
+    X = np.arange(20.0).reshape(10, 2)
+    ds = daskauc.ingest_array(X, X[:, 0] > 8, tmp_path / "b.zarr")
+    assert ds.attrs["classes"] == [[False], [True]] and ds.attrs["n_positive"] == 5

@@ -231,7 +231,7 @@ def test_cli_json_results_plots_and_streams(tmp_path, capsys):
 
     store = _cli_stores(tmp_path)
     model, hist, roc = (str(tmp_path / n) for n in ("m", "h.png", "roc.png"))
-    assert main(["fit", store, model, "--method", "nbauc", "--C", "1e-3", "--plot", hist,
+    assert main(["fit", store, model, "--method", "ranksvm", "--C", "1e-3", "--plot", hist,
                  "--json", "--workers", "1"]) == 0
     out, err = capsys.readouterr()
     result = json.loads(out)
@@ -279,15 +279,44 @@ def test_cli_cluster_is_reused_by_later_commands(tmp_path):
         assert address.startswith("tcp://")
         env = dict(os.environ, DASKAUC_SCHEDULER=address)
         fit = subprocess.run([sys.executable, "-m", "daskauc.cli", "fit", store,
-                              str(tmp_path / "m"), "--epochs", "1", "--json"],
+                              str(tmp_path / "m"), "--epochs", "1", "--param",
+                              "n_landmarks=20", "--json"],
                              capture_output=True, text=True, env=env, timeout=120)
         assert fit.returncode == 0, fit.stderr
         assert f"connecting to the Dask scheduler at {address}" in fit.stderr
         assert "starting a local" not in fit.stderr
-        assert json.loads(fit.stdout)["estimator"] == "PairwiseHingeSGD"
+        assert json.loads(fit.stdout)["estimator"] == "NSAUC"  # a raw store: embedded first
         assert json.loads(sched_file.read_text())["address"] == address
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "cluster stopped" in err and not sched_file.exists()
+
+
+def test_cli_fit_plot_of_an_epoch_method_needs_validation(tmp_path, capsys):
+    """``fit --plot history.png`` without ``--validation`` drew seconds per epoch for the
+    stochastic methods; it now says what to add, before any work."""
+    from daskauc.cli import main
+
+    store = _cli_stores(tmp_path)
+    tic = time.perf_counter()
+    assert main(["fit", store, str(tmp_path / "m"), "--method", "oam", "--plot",
+                 str(tmp_path / "h.png")]) == 2
+    err = capsys.readouterr().err
+    assert "--validation" in err and "starting a local Dask cluster" not in err
+    assert time.perf_counter() - tic < 3 and not (tmp_path / "m").exists()
+
+
+def test_cli_warnings_are_one_line_with_what_to_do(tmp_path):
+    """A NystroemRankWarning printed 600 characters with its source line and pointed at
+    eig_tol, which the command line has no option for: now one line naming --landmarks (in
+    a process of its own: pytest records warnings instead of printing them)."""
+    store = _cli_stores(tmp_path)  # 3 features: 300 landmarks are far more than the rank
+    run = subprocess.run([sys.executable, "-m", "daskauc.cli", "embed", store,
+                          str(tmp_path / "e.zarr"), "--landmarks", "300", "--workers", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    line = next(ln for ln in run.stderr.splitlines() if "KMeansNystroem kept" in ln)
+    assert line.startswith("[daskauc] warning: ") and "daskauc embed --landmarks" in line
+    assert "warnings.warn" not in run.stderr and "nystroem.py" not in run.stderr

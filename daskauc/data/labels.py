@@ -14,6 +14,8 @@ from .._validation import label_classes
 
 
 def _jsonable(v):
+    if isinstance(v, np.bool_):
+        return bool(v)
     if isinstance(v, (np.floating, float)):
         f = float(v)
         return int(f) if f.is_integer() else f

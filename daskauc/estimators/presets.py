@@ -102,6 +102,8 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
     feature_names_in_ : ndarray of str, when ``X`` was a dataframe with string column names.
     history_ : list of dict, the solver's record.
     timings_ : dict, seconds per stage (scale, landmarks, embed, solve).
+    C_, selection_ : the solver's, when it has them (NBAUC and RFAUC: the C used, and the
+        path ``C="auto"`` chose it on).
     """
 
     _solver: type
@@ -188,6 +190,10 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
             # input is calibrated on every row
             solver._calibrate_linear(Z, yd, X)
         self.solver_ = solver
+        # what the solver chose (C="auto", its selection path): on the model, as documented
+        for name in ("C_", "selection_"):
+            if hasattr(solver, name):
+                setattr(self, name, getattr(solver, name))
         timings["solve"] = time.perf_counter() - tic
         self.classes_ = np.asarray(classes)
         self.n_iter_ = int(getattr(solver, "n_iter_", 0))
