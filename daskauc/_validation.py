@@ -429,6 +429,12 @@ def _matching_label(uniq: np.ndarray, value) -> int | None:
     return None
 
 
+def _labels_shown(uniq: np.ndarray) -> list:
+    """Labels as an error message shows them: whole numbers read as floats shown as the
+    integers they were typed as (a file's labels 1 and 2, not 1.0 and 2.0)."""
+    return [int(v) if isinstance(v, float) and v.is_integer() else v for v in uniq.tolist()]
+
+
 def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -> np.ndarray:
     """Decide which raw label values are positive; return them as an array.
 
@@ -445,14 +451,14 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
         missing = [v for v, f in zip(positive_classes, found, strict=True) if f is None]
         if missing:
             raise ValueError(f"positive_classes {missing} do not occur in y "
-                             f"(classes {uniq.tolist()[:10]})")
+                             f"(classes {_labels_shown(uniq)[:10]})")
         pos = np.unique(uniq[np.asarray(found, dtype=np.intp)])
         if pos.size == uniq.size:
             raise ValueError("positive_classes covers every class of y: no negatives left")
         return pos
     if uniq.size < 2:
         raise ValueError(
-            f"y has a single class ({uniq.tolist()}): AUC needs both positive and negative "
+            f"y has a single class ({_labels_shown(uniq)}): AUC needs both positive and negative "
             "rows (one class gives no positive-negative pair)"
         )
     if uniq.size > 2 and uniq.dtype.kind == "f" and np.any(uniq != np.floor(uniq)):
@@ -465,19 +471,19 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
         found = _matching_label(uniq, pos_label)
         if found is None:
             raise ValueError(
-                f"pos_label={pos_label!r} does not occur in y (classes {uniq.tolist()[:10]})"
+                f"pos_label={pos_label!r} does not occur in y (classes {_labels_shown(uniq)[:10]})"
             )
         if uniq.size > 2:
             raise ValueError(
                 f"Only binary classification is supported. y has {uniq.size} classes "
-                f"{uniq.tolist()[:10]}; group them into two sets with positive_classes=[...] "
+                f"{_labels_shown(uniq)[:10]}; group them into two sets with positive_classes=[...] "
                 "(pos_label names a single class)"
             )
         return uniq[found:found + 1]
     if uniq.size > 2:
         raise ValueError(
             f"Only binary classification is supported. y has {uniq.size} classes "
-            f"{uniq.tolist()[:10]}; daskauc is for binary problems: group the classes with "
+            f"{_labels_shown(uniq)[:10]}; daskauc is for binary problems: group the classes with "
             "positive_classes=[...]"
         )
     return uniq[1:]
