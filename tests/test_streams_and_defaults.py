@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -228,10 +229,11 @@ def test_choosing_C_on_a_cluster_ships_no_large_graph(tmp_path, dask_cluster_cli
     import daskauc
 
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(9_000, 240))
-    y = X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(size=9_000) > 0
-    daskauc.ingest_array(X, y, tmp_path / "s.zarr", chunk_rows=3_000)
-    with warnings.catch_warnings():
+    X = rng.normal(size=(3_000, 100))  # the subsample's 2,000 fitting rows: 1.6 MB
+    y = X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(size=3_000) > 0
+    daskauc.ingest_array(X, y, tmp_path / "s.zarr", chunk_rows=1_000)
+    with warnings.catch_warnings(), dask.config.set(
+            {"distributed.admin.large-graph-warning-threshold": "1MB"}):
         warnings.filterwarnings("error", message=".*Sending large graph.*")
         model = daskauc.RankSVM(C="auto", max_iter=5).fit(str(tmp_path / "s.zarr"))
     assert model.C_ == model.selection_["C"] > 0

@@ -308,15 +308,16 @@ def test_cli_fit_plot_of_an_epoch_method_needs_validation(tmp_path, capsys):
     assert time.perf_counter() - tic < 3 and not (tmp_path / "m").exists()
 
 
-def test_cli_warnings_are_one_line_with_what_to_do(tmp_path):
+def test_cli_warnings_are_one_line_with_what_to_do(tmp_path, _session_cluster_client):
     """A NystroemRankWarning printed 600 characters with its source line and pointed at
     eig_tol, which the command line has no option for: now one line naming --landmarks (in
     a process of its own: pytest records warnings instead of printing them)."""
     store = _cli_stores(tmp_path)  # 3 features: 300 landmarks are far more than the rank
     run = subprocess.run([sys.executable, "-m", "daskauc.cli", "embed", store,
-                          str(tmp_path / "e.zarr"), "--landmarks", "300", "--workers", "1"],
+                          str(tmp_path / "e.zarr"), "--landmarks", "300", "--scheduler",
+                          _session_cluster_client.scheduler.address],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     line = next(ln for ln in run.stderr.splitlines() if "KMeansNystroem kept" in ln)
-    assert line.startswith("[daskauc] warning: ") and "daskauc embed --landmarks" in line
+    assert line.startswith("[daskauc] warning: ") and "--landmarks" in line
     assert "warnings.warn" not in run.stderr and "nystroem.py" not in run.stderr

@@ -371,9 +371,8 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             warnings.warn(NystroemRankWarning(
                 f"KMeansNystroem kept {r} of {v} eigenpairs (eig_tol * lambda_1 = "
                 f"{self.eig_tol * lam[0]:.3g} cut the rest), so its output has {r} columns: "
-                f"ask for {r} landmarks (n_components, a preset's n_landmarks, "
-                f"daskauc embed --landmarks {r}) to skip fitting the {v - r} the kernel cannot "
-                "tell apart."),
+                f"ask for {r} landmarks (n_components, n_landmarks, --landmarks) to skip "
+                f"fitting the {v - r} the kernel cannot tell apart."),
                 stacklevel=_caller_level())
         self.landmarks_ = U
         self.components_ = self.landmarks_
