@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import socket
+import threading
 import uuid
 
 import dask
@@ -376,3 +377,35 @@ def _published_differs(final: str, storage_options: dict | None, writer: str,
     if extra:
         return f"chunk {extra[0]} is not one this write made"
     return None
+
+
+class Gate:
+    """Refuses writes once a write pass has failed, and lets the failure wait for the writes
+    in flight before the partial output is removed: dask's local schedulers raise the first
+    task error while other tasks still run, and a chunk written after the removal would
+    re-create the hidden partial output (a store's, or a Parquet scores directory's).
+    Pickled (to a distributed worker) it is a new gate, never closed there."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._closed = False
+
+    def __enter__(self):
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("this write was abandoned after another task failed")
+            self._busy += 1
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._busy -= 1
+            self._cond.notify_all()
+
+    def close_and_wait(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._busy == 0)
+
+    def __reduce__(self):
+        return (Gate, ())

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 
 import numpy as np
 
 from .._store import is_url, owned_tmp_name, remove_stale, resolve_path
+from .._store_write import Gate
 from .parse import _Chunk
 from .space import _check_free_space, _check_store_space, _nbytes
 
@@ -192,27 +192,15 @@ class _GuardedTarget:
 
     def __init__(self, array):
         self._array = array
-        self._cond = threading.Condition()
-        self._busy = 0
-        self._closed = False
+        self._gate = Gate()
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
 
     def __setitem__(self, key, value) -> None:
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("this write was abandoned after another task failed")
-            self._busy += 1
-        try:
+        with self._gate:
             self._array[key] = value
-        finally:
-            with self._cond:
-                self._busy -= 1
-                self._cond.notify_all()
 
     def close_and_wait(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.wait_for(lambda: self._busy == 0)
+        self._gate.close_and_wait()
 
     def __reduce__(self):
         return (_same, (self._array,))

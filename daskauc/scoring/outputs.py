@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 
 import numpy as np
 
@@ -34,7 +33,7 @@ from .._store import (
     store_exists,
     url_filesystem,
 )
-from .._store_write import check_directory
+from .._store_write import Gate, check_directory
 from .inputs import arrow_kind, is_path, pyarrow_modules
 
 #: the columns (Parquet) or arrays (Zarr) of a scores output, in this order
@@ -43,38 +42,6 @@ COLUMNS = ("id", "decision_function", "probability")
 RECORD = "_daskauc.json"
 #: the store kind of a Zarr scores output (and of a Parquet one's record)
 KIND = "scores"
-
-
-class Gate:
-    """Refuses writes once the pass has failed, and lets the failure wait for the writes in
-    flight before the partial output is removed: dask's local schedulers raise the first
-    task error while other tasks still run, and a chunk written after the removal would
-    re-create the hidden partial output. Pickled (to a distributed worker) it is a new gate,
-    never closed there."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._busy = 0
-        self._closed = False
-
-    def __enter__(self):
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("this write was abandoned after another task failed")
-            self._busy += 1
-
-    def __exit__(self, *exc):
-        with self._cond:
-            self._busy -= 1
-            self._cond.notify_all()
-
-    def close_and_wait(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.wait_for(lambda: self._busy == 0)
-
-    def __reduce__(self):
-        return (Gate, ())
 
 
 class ZarrSink:
