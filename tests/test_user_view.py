@@ -321,3 +321,137 @@ def test_cli_warnings_are_one_line_with_what_to_do(tmp_path, _session_cluster_cl
     line = next(ln for ln in run.stderr.splitlines() if "KMeansNystroem kept" in ln)
     assert line.startswith("[daskauc] warning: ") and "--landmarks" in line
     assert "warnings.warn" not in run.stderr and "nystroem.py" not in run.stderr
+
+
+@pytest.mark.parametrize("steps", [
+    "StandardScaler",  # scikit-learn's, which shares its name with daskauc's
+    "MinMaxScaler QuantileTransformer",
+    "RobustScaler passthrough MaxAbsScaler Normalizer",
+    "daskauc.StandardScaler",
+])
+def test_save_model_of_a_pipeline_round_trips_bit_for_bit(tmp_path, steps):
+    """A Pipeline of scikit-learn's preprocessing and a daskauc estimator saves as arrays and
+    JSON (it raised "cannot save a value of type StandardScaler as JSON") and loads as the
+    same Pipeline: the same steps, of the same classes, the same decision function."""
+    import sklearn.preprocessing as skp
+    from sklearn.pipeline import Pipeline, make_pipeline
+
+    X, y = _data(n=600)
+    built = []
+    for name in steps.split():
+        if name == "passthrough":
+            built.append(name)
+        elif name.startswith("daskauc."):
+            built.append(daskauc.StandardScaler())
+        else:
+            kwargs = {"n_quantiles": 50} if name == "QuantileTransformer" else {}
+            built.append(getattr(skp, name)(**kwargs))
+    pipe = make_pipeline(*built, daskauc.RankSVM(C=1.0)).fit(X, y)
+    daskauc.save_model(pipe, tmp_path / "m")
+    loaded = daskauc.load_model(tmp_path / "m")
+    assert isinstance(loaded, Pipeline)
+    assert [(n, type(s)) for n, s in loaded.steps] == [(n, type(s)) for n, s in pipe.steps]
+    np.testing.assert_array_equal(loaded.decision_function(X), pipe.decision_function(X))
+    np.testing.assert_array_equal(loaded.predict(X), pipe.predict(X))
+    described = json.loads(daskauc.io.describe_model(tmp_path / "m"))
+    assert described["class"] == "sklearn.pipeline.Pipeline"
+    assert described["steps"][-1] == ["ranksvm", "RankSVM"]
+
+
+def test_save_model_refuses_what_it_cannot_rebuild_before_writing(tmp_path):
+    """A step that needs pickle (a PCA, a function) or a Pipeline cache is refused by name,
+    and nothing is written."""
+    from sklearn.decomposition import PCA
+    from sklearn.pipeline import make_pipeline
+
+    X, y = _data(n=300)
+    pipe = make_pipeline(PCA(3), daskauc.RankSVM(C=1.0)).fit(X, y)
+    with pytest.raises(TypeError, match=r"cannot save a PCA: .*StandardScaler.*never pickle"):
+        daskauc.save_model(pipe, tmp_path / "m")
+    pipe = make_pipeline(daskauc.StandardScaler(), daskauc.RankSVM(C=1.0),
+                         memory=str(tmp_path / "cache")).fit(X, y)
+    with pytest.raises(TypeError, match="memory="):
+        daskauc.save_model(pipe, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+def test_the_c_path_says_each_candidate_i_of_n_time_left_and_the_choice(caplog):
+    """C="auto" logs one line per C (its validation AUC, the best so far, i of N, the time
+    left) and the chosen C, and not the hundreds of Newton steps inside the path (they are
+    at DEBUG); the lines agree with the path's own table."""
+    import logging
+    import re
+
+    X, y = _data(n=900)
+    with caplog.at_level(logging.DEBUG, logger="daskauc"):
+        model = daskauc.RankSVM(C="auto", random_state=0).fit(X, y)
+    table = model.selection_["table"]
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    steps = [m for m in info if m.startswith("C path ") and "->" in m]
+    grid = len(daskauc.model_selection.c_path.C_GRID)
+    assert [int(re.match(r"C path (\d+)/", m).group(1)) for m in steps] == \
+        list(range(1, len(table) + 1))
+    assert all(f"/{grid}: C=2^" in m and re.search(r"s left|last candidate", m)
+               for m in steps)
+    logged = [float(re.search(r"validation AUC ([0-9.]+)", m).group(1)) for m in steps]
+    np.testing.assert_allclose(logged, [row["val_auc"] for row in table], atol=1e-5)
+    assert re.search(r"best [0-9.]+ at C=2\^-?\d+", steps[-1])
+    chose = [m for m in info if m.startswith("C path: chose C=")]
+    assert len(chose) == 1 and f"{model.C_:.3g}" in chose[0]
+    assert f"stopped after {len(table)} of {grid}" in chose[0] or len(table) == grid
+    # the solves' steps: DEBUG during the path, INFO in the final fit after it
+    newton = [r for r in caplog.records if r.getMessage().startswith("newton ")]
+    first_final = next(i for i, r in enumerate(newton) if r.levelno == logging.INFO)
+    assert first_final > 0 and all(r.levelno == logging.DEBUG for r in newton[:first_final])
+
+
+def test_the_bar_shows_the_search_and_its_time_left():
+    from daskauc.engine.progress import search_progress
+
+    stream = io.StringIO()
+    with daskauc.progress("fit", stream=stream) as bar, \
+            search_progress("C path", 4, unit="C") as search:
+        assert "C path 0/4" in bar.text()
+        search.record("C=2^-3", 0.75)
+        search.record("C=2^-2", 0.7)
+        text = bar.text()
+    assert "C path 2/4 best 0.75000" in text and "s left in the search" in text
+
+
+def test_the_bar_updates_in_place_in_a_jupyter_kernel():
+    """In a notebook the bar is a display updated in place (stderr is no terminal there: it
+    only printed a start and an end line): run in a real IPython kernel, the messages are one
+    display, updates of it with the epochs, and an end that says done."""
+    from jupyter_client.manager import start_new_kernel
+
+    code = "\n".join([
+        "import numpy as np, dask, daskauc, daskauc.engine.progress as p",
+        "p.REFRESH = 0.005",
+        "rng = np.random.default_rng(0)",
+        "X = rng.normal(size=(20000, 8)); y = np.where(X[:, 0] > 0, 1, -1)",
+        "with dask.config.set(scheduler='threads'), daskauc.progress('fit NSVMSGD2'):",
+        "    daskauc.PairwiseHingeSGD(n_epochs=20, random_state=0).fit(X, y)",
+    ])
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        msg_id = kc.execute(code)
+        kinds, updates = [], []
+        while True:
+            msg = kc.get_iopub_msg(timeout=120)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind = msg["msg_type"]
+            kinds.append(kind)
+            if kind in ("display_data", "update_display_data"):
+                updates.append(msg["content"]["data"])
+            if kind == "error":
+                pytest.fail("\n".join(msg["content"]["traceback"]))
+            if kind == "status" and msg["content"]["execution_state"] == "idle":
+                break
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert kinds.count("display_data") == 1 and kinds.count("update_display_data") >= 2
+    assert any("epoch " in u["text/plain"] for u in updates), [u["text/plain"] for u in updates]
+    assert "<progress" in updates[-1]["text/html"]
+    assert "fit NSVMSGD2: done in" in updates[-1]["text/plain"]

@@ -32,6 +32,7 @@ PLUGIN_NAME = "daskauc-progress"
 _lock = threading.RLock()
 _active: list[Progress] = []  # nested progress contexts; the outermost draws
 _announced: set[str] = set()  # dashboard links already printed
+_searches: list[SearchProgress] = []  # model searches running; the innermost is shown
 
 
 class TaskCounter(SchedulerPlugin):
@@ -119,6 +120,94 @@ def report(done: int, total: int | None = None, unit: str = "epoch") -> None:
             bar.segment_start()
 
 
+def solver_log_level() -> int:
+    """The level of a solver's per-step log lines (Newton steps, epochs): INFO, DEBUG while a
+    model search runs (its candidates' lines say where it is; hundreds of inner steps, which
+    the search repeats for every candidate, would bury them)."""
+    return logging.DEBUG if _searches else logging.INFO
+
+
+class SearchProgress:
+    """A model search's progress: every candidate scored is logged at INFO with its
+    validation AUC, the best so far, ``i/N`` and the time left, and shown on the active bar.
+
+    ``N`` is the candidates the search plans (:meth:`expect` adds those it decides on while
+    it runs); a search that stops early (a path past its best) says so in its last line. The
+    time left is the mean time of a candidate so far times the candidates left: a bound that
+    the early stops make pessimistic. Safe to call from the search's threads."""
+
+    def __init__(self, name: str, total: int, *, unit: str = "candidate"):
+        self.name, self.total, self.unit = name, int(total), unit
+        self.done = 0
+        self.best: tuple[str, float] | None = None
+        self.tic = time.perf_counter()
+
+    def expect(self, n: int) -> None:
+        """``n`` more candidates than planned (a grid widened past an end)."""
+        with _lock:
+            self.total += int(n)
+
+    def left(self) -> float | None:
+        """Seconds left at the mean pace so far (None before the first candidate)."""
+        if not self.done:
+            return None
+        elapsed = time.perf_counter() - self.tic
+        return elapsed / self.done * max(self.total - self.done, 0)
+
+    def record(self, candidate: str, val_auc: float, detail: str = "") -> None:
+        """One candidate scored: its description (``C=2^-5``), validation AUC and extra text."""
+        with _lock:
+            self.done += 1
+            self.total = max(self.total, self.done)
+            if self.best is None or val_auc > self.best[1]:
+                self.best = (candidate, float(val_auc))
+            elapsed, left = time.perf_counter() - self.tic, self.left()
+        logger.info("%s %d/%d: %s -> validation AUC %.5f%s (best %.5f at %s); %.1f s, "
+                    "%s", self.name, self.done, self.total, candidate, val_auc,
+                    f" {detail}" if detail else "", self.best[1], self.best[0], elapsed,
+                    f"~{left:.0f} s left" if left else "last candidate")
+
+    def status(self) -> str:
+        """``C path 5/26 best 0.98765`` for the bar."""
+        best = f" best {self.best[1]:.5f}" if self.best is not None else ""
+        return f"{self.name} {self.done}/{self.total}{best}"
+
+
+@contextlib.contextmanager
+def search_progress(name: str, total: int, *, unit: str = "candidate", chosen=None):
+    """Run a model search under a :class:`SearchProgress` (yielded): the solvers' step lines
+    drop to DEBUG meanwhile, and the last line says what was chosen (``chosen()``, a string)
+    and in how long."""
+    search = SearchProgress(name, total, unit=unit)
+    with _lock:
+        _searches.append(search)
+    try:
+        yield search
+    finally:
+        with _lock:
+            _searches.remove(search)
+    if search.best is None:  # it failed before its first candidate
+        return
+    stop = (f", stopped after {search.done} of {search.total} {unit}s"
+            if search.done < search.total else "")
+    seconds = time.perf_counter() - search.tic
+    if chosen is not None:
+        logger.info("%s: chose %s in %.1f s%s", search.name, chosen(), seconds, stop)
+    else:
+        logger.info("%s: done in %.1f s%s; best validation AUC %.5f at %s", search.name,
+                    seconds, stop, search.best[1], search.best[0])
+
+
+def _bundle(line: str, frac: float | None) -> dict:
+    """A bar as a notebook display bundle: an HTML progress element and the text line."""
+    import html
+
+    value = "" if frac is None else f' value="{frac:.3f}"'
+    return {"text/plain": line,
+            "text/html": f'<progress max="1"{value} style="width:16em"></progress> '
+                         f"<code>{html.escape(line)}</code>"}
+
+
 class Progress:
     """The state and drawing of one progress bar (use :func:`progress`)."""
 
@@ -134,6 +223,8 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._drawn = False
+        self._display = None  # the bar's display in a Jupyter notebook
+        self._frac: float | None = None  # the bar's fraction, last drawn
         self.started = False
 
     @property
@@ -144,6 +235,21 @@ class Progress:
         isatty = getattr(self.stream, "isatty", None)
         return bool(isatty and isatty())
 
+    def _notebook_display(self):
+        """An IPython display handle when this runs in a Jupyter kernel and draws on the
+        default stream (a notebook's stderr is no terminal: the bar is a display that is
+        updated in place instead), else None."""
+        ipython = sys.modules.get("IPython")
+        if self._stream is not None or ipython is None:
+            return None
+        shell = ipython.get_ipython()
+        if shell is None or getattr(shell, "kernel", None) is None:
+            return None
+        from IPython.display import display
+
+        return display(_bundle(self.text(), self._frac), raw=True, display_id=True)
+
+
     def start(self) -> None:
         self._counts, self._client = _counts_source()
         if self._client is not None and self._client.dashboard_link not in _announced:
@@ -151,7 +257,8 @@ class Progress:
             self.write_line(f"Dask dashboard: {self._client.dashboard_link}")
         if self._counts is not None:
             self._base = self._last = self._counts.read()
-        if self._tty():
+        self._display = self._notebook_display()
+        if self._display is not None or self._tty():
             self._thread = threading.Thread(target=self._run, name="daskauc-progress",
                                             daemon=True)
             self._thread.start()
@@ -175,6 +282,10 @@ class Progress:
         bar is the solver's own count with the current epoch's tasks as its fraction, or the
         tasks since the last reported step when the solver gives no total."""
         parts = [f"[daskauc] {self.label}"]
+        with _lock:
+            search = _searches[-1] if _searches else None
+        if search is not None:
+            parts.append(search.status())
         done, total, unit = self.outer if self.outer is not None else (0, None, "")
         if self.outer is not None:
             parts.append(f"{unit} {done}/{total}" if total else f"{unit} {done}")
@@ -191,18 +302,26 @@ class Progress:
         if total:
             frac = min(1.0, (done + (tasks_frac or 0.0) * (done < total)) / total)
         elapsed = time.perf_counter() - self.tic
+        self._frac = frac
         if frac is not None:
             width = 24
             filled = int(round(frac * width))
             bar = f"|{'#' * filled}{'.' * (width - filled)}|"
             parts.append(bar + (f" {task_text}" if tasks_frac is not None else ""))
         timing = f"{elapsed:.1f} s"
-        if total and 0 < done < total:
+        if search is not None:
+            left = search.left()
+            timing += f", ~{left:.0f} s left in the search" if left else ""
+        elif total and 0 < done < total:
             timing += f", ~{elapsed / frac - elapsed:.0f} s left"
         parts.append(timing)
         return "  ".join(parts)
 
     def draw(self) -> None:
+        if self._display is not None:
+            with _lock:
+                self._display.update(_bundle(self.text(), self._frac), raw=True)
+            return
         line = self.text()
         with _lock:
             self.stream.write("\r\x1b[K" + line)
@@ -230,8 +349,13 @@ class Progress:
             self._counts.close()
         with _lock:
             self.clear()
-        if not failed:
-            self.write_line(f"[daskauc] {self.label}: done in {self.seconds:.2f} s")
+        end = f"[daskauc] {self.label}: {'failed after' if failed else 'done in'} " \
+              f"{self.seconds:.2f} s"
+        if self._display is not None:  # the notebook's bar becomes the end line
+            with _lock:
+                self._display.update(_bundle(end, None if failed else 1.0), raw=True)
+        elif not failed:
+            self.write_line(end)
 
 
 class StderrHandler(logging.Handler):

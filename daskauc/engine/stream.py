@@ -51,6 +51,7 @@ from .. import _config
 from .._compute import compute, threads_here
 from .._compute import share as share_constant
 from .progress import report as report_progress
+from .progress import solver_log_level
 
 logger = logging.getLogger("daskauc")
 
@@ -543,7 +544,7 @@ def run_epochs(
         history.append(row)
         report_progress(e + 1, n_epochs, unit)
         if log is not None:
-            logger.info(log + "%s", solver, epoch, seconds,
+            logger.log(solver_log_level(), log + "%s", solver, epoch, seconds,
                         f", {score_as[1]} {row[score_as[0]]:.4f}" if score is not None else "")
         if callback is not None:
             callback(epoch, row)

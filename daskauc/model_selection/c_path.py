@@ -43,6 +43,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._arrays import class_counts as pm1_counts
 from .._arrays import sample_rows, stratified_split, stratified_subsample
 from .._compute import compute
+from ..engine.progress import search_progress
 from ..metrics import roc_auc
 from ..solvers.newton import prsvm_newton
 
@@ -77,6 +78,12 @@ def check_selectable(n_positive: int, n_negative: int) -> None:
             f'C="auto" chooses C by the validation AUC of a held-out part of each class and '
             f"needs at least {MIN_ROWS_PER_CLASS} of each (one to fit, one to validate); y has "
             f"{n_positive} positive and {n_negative} negative rows: pass a number, e.g. C=1.0")
+
+
+def _power_of_2(C: float) -> str:
+    """``2^-5`` for a power of 2, else ``0.03``."""
+    k = np.log2(C)
+    return f"2^{int(k)}" if k == int(k) else f"{C:.3g}"
 
 
 def class_counts(y, yd: da.Array, classes) -> tuple[int, int]:
@@ -115,10 +122,16 @@ def select_C(X: da.Array, y: da.Array, *, solver_params: dict, random_state=None
                                                  SELECTION_TOL)}
     table, best, below, coef = [], None, 0, None
     stopped = "the end of the grid"
+
+    def chosen():
+        return (f"C={_power_of_2(best['C_subsample'])} on {tr.size} rows, "
+                f"{best['C_subsample'] * (tr.size / n) ** C_EXPONENT:.3g} on {n}")
+
     # the subsample is in this process: its solves run here, on threads. On a cluster every
     # Newton pass shipped it again in its graph (42 MiB for 10,000 rows of 552 features:
     # distributed's "Sending large graph" 30-48 times in one fit)
-    with dask.config.set(scheduler="threads"):
+    with dask.config.set(scheduler="threads"), \
+            search_progress("C path", len(grid), unit="C", chosen=chosen) as search:
         for C in sorted(grid):
             tic = time.perf_counter()
             with warnings.catch_warnings():
@@ -130,6 +143,7 @@ def select_C(X: da.Array, y: da.Array, *, solver_params: dict, random_state=None
             table.append({"C_subsample": float(C), "val_auc": auc, "newton_steps": int(res.n_iter),
                           "hessian_products": int(sum(h.get("cg_iter", 0) for h in res.history)),
                           "seconds": time.perf_counter() - tic})
+            search.record(f"C={_power_of_2(C)}", auc, f"({res.n_iter} Newton steps)")
             if best is None or auc > best["val_auc"]:
                 best, below = table[-1], 0
             else:

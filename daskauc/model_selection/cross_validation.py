@@ -29,6 +29,7 @@ from sklearn.model_selection import StratifiedKFold
 from .._compute import compute, persist
 from .._validation import check_X_y, seed_sequence
 from ..engine.placement import should_persist
+from ..engine.progress import search_progress
 from ..metrics import roc_auc
 
 #: what a row of the table records besides the point's parameters
@@ -80,6 +81,12 @@ def _fold_auc(y, est, X, error_score) -> float:
     if not isinstance(error_score, str) and not np.all(np.isfinite(np.asarray(scores))):
         return float(error_score)
     return float(roc_auc(y, scores))
+
+
+def _point_text(point: dict) -> str:
+    """``C=0.5, n_epochs=3`` (``the estimator as given`` for the empty point)."""
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in point.items()) or "the estimator as given"
 
 
 def _timed(fit, X, y) -> float:
@@ -149,30 +156,35 @@ def cross_validate_auc(estimator, X, y=None, param_grid=None, *, cv=3, epochs=No
     aucs = np.empty((len(points), len(counts), n_folds))
     iters = np.zeros(aucs.shape, dtype=int)
     secs = np.zeros(aucs.shape[:2])
-    for f, (tr, te) in enumerate(folds.split(placeholder, y_np)):
-        if is_numpy:
-            Xtr, Xte = Xn[tr], Xn[te]
-        else:
-            Xtr, Xte = Xd[tr], Xd[te]
-            if should_persist(Xtr, estimator.get_params().get("persist", "auto")):
-                Xtr, Xte = persist(Xtr, Xte)
-        est = clone(estimator)
-        if warm_start and "warm_start" in est.get_params():  # a path from the previous point
-            est.set_params(warm_start=True)
-        for k, params in enumerate(points):
-            if not warm_start and k:
-                est = clone(estimator)
-            est.set_params(**params)
-            spent, done = 0.0, 0
-            for j, count in enumerate(counts):
-                if count is None:
-                    spent = _timed(est.fit, Xtr, y_np[tr])
-                while count is not None and done < count:
-                    spent += _timed(est.partial_fit, Xtr, y_np[tr])
-                    done += 1
-                secs[k, j] += spent
-                iters[k, j, f] = int(getattr(est, "n_iter_", 0))
-                aucs[k, j, f] = _fold_auc(y_np[te], est, Xte, error_score)
+    with search_progress("cross-validation", len(points) * len(counts) * n_folds,
+                         unit="(point, fold)") as search:
+        for f, (tr, te) in enumerate(folds.split(placeholder, y_np)):
+            if is_numpy:
+                Xtr, Xte = Xn[tr], Xn[te]
+            else:
+                Xtr, Xte = Xd[tr], Xd[te]
+                if should_persist(Xtr, estimator.get_params().get("persist", "auto")):
+                    Xtr, Xte = persist(Xtr, Xte)
+            est = clone(estimator)
+            if warm_start and "warm_start" in est.get_params():  # a path from the previous
+                est.set_params(warm_start=True)
+            for k, params in enumerate(points):
+                if not warm_start and k:
+                    est = clone(estimator)
+                est.set_params(**params)
+                spent, done = 0.0, 0
+                for j, count in enumerate(counts):
+                    if count is None:
+                        spent = _timed(est.fit, Xtr, y_np[tr])
+                    while count is not None and done < count:
+                        spent += _timed(est.partial_fit, Xtr, y_np[tr])
+                        done += 1
+                    secs[k, j] += spent
+                    iters[k, j, f] = int(getattr(est, "n_iter_", 0))
+                    aucs[k, j, f] = _fold_auc(y_np[te], est, Xte, error_score)
+                    point = {**params, **({} if count is None else {"n_epochs": count})}
+                    search.record(f"{_point_text(point)} fold {f + 1}/{n_folds}",
+                                  aucs[k, j, f])
     table = []
     for k, params in enumerate(points):
         for j, count in enumerate(counts):

@@ -64,6 +64,7 @@ from .._gaussian import gaussian_centres, kernel_block
 from .._validation import as_row_chunked, check_X_y, child_seed, seed_sequence
 from ..embed.centres import select_centres
 from ..embed.nystroem import default_gamma
+from ..engine.progress import search_progress
 from ..metrics import roc_auc
 from ..solvers.kernel_basis import build_preconditioner, kernel_scores
 from ..solvers.newton import prsvm_newton
@@ -173,7 +174,7 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
     step (the warm start already meets ``tol``, which is relative to ``||grad F(0)||`` and so
     loosens as lam shrinks), every smaller lam gives that same model: its AUC is carried to
     the rest of the grid without solving (ties go to the larger lam, so those points never
-    win)."""
+    win). ``label`` names the path in its DEBUG lines."""
     out = []
     behind = 0
     pos, neg = class_counts(y_tr)
@@ -196,6 +197,8 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
         auc = float(roc_auc(y_va, Phi_va @ w.astype(np.float32)))
         out.append({"lam": float(lam), "auc": auc, "n_iter": int(n_iter),
                     "seconds": time.perf_counter() - t0})
+        logger.debug("path %s: lam=%.3g -> validation AUC %.5f (%d Newton steps)", label,
+                     lam, auc, n_iter)
         behind = behind + 1 if auc < max(r["auc"] for r in out) - DROP else 0
         if behind >= PATIENCE:
             break
@@ -203,13 +206,10 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
             out += [{"lam": float(v), "auc": auc, "n_iter": 0, "seconds": 0.0}
                     for v in lams[len(out):]]
             break
-    best = max(out, key=lambda r: r["auc"])
-    logger.info("selection %s: best validation AUC %.5f at lam=%.3g (%d of %d lam)", label,
-                best["auc"], best["lam"], len(out), len(lams))
     return out
 
 
-def ls_screen_path(Phi_tr, y_tr, Phi_va, y_va, *, lams, label: str = "") -> list[dict]:
+def ls_screen_path(Phi_tr, y_tr, Phi_va, y_va, *, lams) -> list[dict]:
     """Validation AUC of the least-squares AUC solution at every lam of ``lams``, from one
     eigendecomposition ``E = V diag(ev) V^T`` of the pairs' second moment: ``w(lam) = V
     (ev + lam/2)^-1 V^T D`` (:func:`daskauc.solvers.stats.lsauc_from_stats`'s solution),
@@ -222,9 +222,6 @@ def ls_screen_path(Phi_tr, y_tr, Phi_va, y_va, *, lams, label: str = "") -> list
     out = [{"lam": float(lam), "auc": float(roc_auc(y_va, P @ (b / (ev + 0.5 * lam)))),
             "n_iter": 0, "seconds": 0.0} for lam in lams]
     out[0]["seconds"] = time.perf_counter() - t0
-    best = max(out, key=lambda r: r["auc"])
-    logger.info("screen %s: best least-squares validation AUC %.5f at lam=%.3g", label,
-                best["auc"], best["lam"])
     return out
 
 
@@ -358,20 +355,28 @@ def select_gamma_lam(
         Phi_tr = _features(pc, Xs[tr], fold_centres[f], gamma)
         Phi_va = _features(pc, Xs[va], fold_centres[f], gamma)
         del pc
-        label = f"fold {f}, gamma={mult:g}/b"
         if screen:
-            return f, mult, ls_screen_path(Phi_tr, ys[tr], Phi_va, ys[va], lams=lams,
-                                           label=label)
-        return f, mult, _fold_path(Phi_tr, ys[tr], Phi_va, ys[va], loss=loss, lams=lams,
-                                   solver_params=solver_params, label=label)
+            path = ls_screen_path(Phi_tr, ys[tr], Phi_va, ys[va], lams=lams)
+        else:
+            path = _fold_path(Phi_tr, ys[tr], Phi_va, ys[va], loss=loss, lams=lams,
+                              solver_params=solver_params, label=f"fold {f}, gamma={mult:g}/b")
+        best = max(path, key=lambda r: r["auc"])
+        search.record(f"gamma={mult:g}/b fold {f + 1}/{len(folds)}", best["auc"],
+                      f"at lam={best['lam']:.3g} ({len(path)} of {len(lams)} lam, "
+                      f"{sum(r['n_iter'] for r in path)} Newton steps)")
+        return f, mult, path
 
     paths: dict = {}  # multiplier -> {fold: path}
+    submitted = [0]
 
     def run_jobs(jobs):
         # every (fold, gamma) path is independent: one per core, each on the synchronous
         # scheduler with one BLAS thread (numba kernels and BLAS release the GIL)
         if not jobs:
             return
+        submitted[0] += len(jobs)
+        if submitted[0] > search.total:  # a width past an end of the grid
+            search.expect(submitted[0] - search.total)
         with dask.config.set(scheduler="sync"), _config.blas_limit(1), \
                 ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
             for f, mult, path in pool.map(lambda fg: job(*fg), jobs):
@@ -386,15 +391,21 @@ def select_gamma_lam(
         run_jobs([(f, g) for g in ranked[:KEEP_WIDTHS] for f in range(1, len(folds))
                   if f not in paths[g]])
 
-    run(sorted({float(v) for v in gamma_multipliers}))
-    # a best width at an end of the grid was not chosen, only bounded: go on past that end
-    # (a factor of 2 at a time, at most EDGE_STEPS times)
-    for _ in range(EDGE_STEPS if extend_grid and len(paths) > 1 else 0):
-        mults = sorted(paths)
-        g_best = _choose(_auc_array(paths, mults, lams), mults)[0]
-        if 0 < g_best < len(mults) - 1:
-            break
-        run([mults[0] / 2.0 if g_best == 0 else mults[-1] * 2.0])
+    widths = sorted({float(v) for v in gamma_multipliers})
+    name = ("width screen (least squares)" if screen else "gamma/lam search"
+            if lam_fixed is None else "gamma search")
+    with search_progress(f"KernelAUC {name}", len(widths)
+                         + min(KEEP_WIDTHS, len(widths)) * (len(folds) - 1),
+                         unit="(width, fold) path") as search:
+        run(widths)
+        # a best width at an end of the grid was not chosen, only bounded: go on past that
+        # end (a factor of 2 at a time, at most EDGE_STEPS times)
+        for _ in range(EDGE_STEPS if extend_grid and len(paths) > 1 else 0):
+            mults = sorted(paths)
+            g_best = _choose(_auc_array(paths, mults, lams), mults)[0]
+            if 0 < g_best < len(mults) - 1:
+                break
+            run([mults[0] / 2.0 if g_best == 0 else mults[-1] * 2.0])
     mults = sorted(paths)
     aucs, iters, secs = _auc_array(paths, mults, lams, everything=True)
     mean = aucs.mean(axis=2)  # NaN where some fold's path stopped before this lam
@@ -589,11 +600,11 @@ def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: i
         table.append({"gamma_multiplier": mult, "gamma": gamma0 * mult, "val_auc": auc,
                       "n_iter": int(result.n_iter), "passes": int(state.get("passes", 0)),
                       "route": route, "seconds": time.perf_counter() - tic})
-        logger.info("KernelAUC width walk: %g/b -> validation AUC %.5f (%d centres, "
-                    "%d rows, %.1f s)", mult, auc, m, len(tr), table[-1]["seconds"])
+        search.record(f"gamma={mult:g}/b", auc, f"({m} centres, {len(tr)} rows)")
         return auc
 
-    best, _ = walk_widths(score, selection["gamma_multiplier"])
+    with search_progress("KernelAUC width walk", WIDTH_STEPS + 2, unit="width") as search:
+        best, _ = walk_widths(score, selection["gamma_multiplier"])
     return {"gamma": gamma0 * best, "gamma_multiplier": best, "rows": len(tr),
             "validation_rows": len(va), "centres": m, "lam": lam, "table": table,
             "seconds": time.perf_counter() - t0,

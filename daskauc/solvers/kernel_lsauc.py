@@ -23,6 +23,7 @@ import numpy as np
 from .._compute import distributed_client
 from .._gaussian import gaussian_centres
 from .._validation import check_param, validation_set
+from ..engine.progress import solver_log_level
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (
@@ -152,9 +153,9 @@ def kernel_lsauc(
                                  "daskauc-kernel-ls-val", reduce=False)
                 record["val_auc"] = float(roc_auc(yv, sv))
             history.append(record)
-            logger.info("kernel LS %d: LS=%.10g |r|/|b|=%.3g (%.2f s)%s", n_iter,
-                        record["objective"], rel, record["seconds"],
-                        f" val AUC={record['val_auc']:.5f}" if "val_auc" in record else "")
+            logger.log(solver_log_level(), "kernel LS %d: LS=%.10g |r|/|b|=%.3g (%.2f s)%s",
+                       n_iter, record["objective"], rel, record["seconds"],
+                       f" val AUC={record['val_auc']:.5f}" if "val_auc" in record else "")
             if rel <= tol:
                 converged = True
                 break

@@ -41,6 +41,7 @@ from .._compute import compute, distributed_client
 from .._validation import as_row_chunked, check_param, check_X_y, validation_set
 from ..engine.placement import place_rows
 from ..engine.progress import report as report_progress
+from ..engine.progress import solver_log_level
 from ..engine.stream import is_materialized
 from ._graphs import threads_limit
 from ._result import SolverResult
@@ -330,7 +331,8 @@ def newton_loop(op: PairwiseOperator, w, *, tol, max_iter, cg_tol, max_cg, line_
             record["val_auc"] = _validation_auc(op, Xv, yv, w)
         history.append(record)
         report_progress(n_iter, None, "Newton step")
-        logger.info(
+        logger.log(
+            solver_log_level(),
             "newton %d: F=%.10g |grad|/|grad0|=%.3g active pairs=%d cg=%s step=%s (%.2f s)%s",
             n_iter, F, rel, record["n_active_pairs"], last.get("cg_iter", "-"),
             f"{last['step']:.4g}" if "step" in last else "-", record["seconds"],
