@@ -27,6 +27,16 @@ PARAMETERS = {
         'or too small for the cost of combining them (:func:`daskauc.engine.cost.chain_count`). '
         '1 is the sequential algorithm, bit for bit; more chains use more workers and give a '
         'close, not identical, result.{note}'),
+    "class_weight": (
+        'class_weight : None, "balanced" or dict {{label: weight}}, default None',
+        "Weights of the classes in the calibration that ends the fit, as in scikit-learn's "
+        "``LogisticRegression``: they move the threshold of ``predict`` and the "
+        "probabilities of ``predict_proba``; the ranking (``decision_function`` up to a "
+        "constant, and so the AUC) is the same with any weights. The AUC losses weigh every "
+        "(positive, negative) pair once, so weights per class would only multiply the loss "
+        "by their product, the same as a larger C or a smaller lam: see :ref:`class weights "
+        '<class-weights>`. "balanced" weighs a class by ``n / (2 n_class)``; labels as in '
+        "``y`` (raw labels for a store)."),
     "sync_every": (
         "sync_every : int or None, default None",
         "With several chains, combine them after every ``sync_every`` chunks of each chain "

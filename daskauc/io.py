@@ -35,7 +35,11 @@ def _jsonable(value: Any):
         dtype = np.asarray(data, dtype=np.str_).dtype if value.dtype.kind == "U" else value.dtype
         return {"__ndarray__": data, "dtype": str(dtype)}
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        if all(isinstance(k, str) for k in value):
+            return {k: _jsonable(v) for k, v in value.items()}
+        # keys that are not strings (a class_weight by numeric labels) as pairs: JSON would
+        # make them strings, and the loaded model would know other labels
+        return {"__items__": [[_jsonable(k), _jsonable(v)] for k, v in value.items()]}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -51,6 +55,13 @@ def _unjson(value, at: str):
     if isinstance(value, dict):
         if "__ndarray__" in value:
             return _array_from_json(value, at)
+        if "__items__" in value:
+            items = value["__items__"]
+            if not (isinstance(items, list) and all(isinstance(kv, list) and len(kv) == 2
+                                                    and isinstance(kv[0], (int, float, bool))
+                                                    for kv in items)):
+                raise ModelFileError(f"{at}: malformed mapping {str(items)[:60]}")
+            return {k: _unjson(v, at) for k, v in items}
         return {k: _unjson(v, at) for k, v in value.items()}
     if isinstance(value, list):
         return [_unjson(v, at) for v in value]

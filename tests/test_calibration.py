@@ -39,15 +39,16 @@ pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 # ------------------------------------------------------------------ the solver and its oracle
 
 
-def _oracle(s, y):
-    """The same negative log-likelihood minimized by BFGS on the raw scores (no scaling, no
-    Newton, no line search of ours)."""
+def _oracle(s, y, weights=(1.0, 1.0)):
+    """The same negative log-likelihood (each row weighted by its class's weight) minimized
+    by BFGS on the raw scores (no scaling, no Newton, no line search of ours)."""
     t = platt_targets(y)
+    c = np.where(y > 0, weights[1], weights[0])
 
     def f(theta):
         u = theta[0] * s + theta[1]
-        r = expit(u) - t
-        return np.sum(np.logaddexp(0.0, u) - t * u), np.array([r @ s, r.sum()])
+        r = c * (expit(u) - t)
+        return np.sum(c * (np.logaddexp(0.0, u) - t * u)), np.array([r @ s, r.sum()])
 
     res = minimize(f, np.zeros(2), jac=True, method="BFGS", options={"gtol": 1e-11,
                                                                      "maxiter": 10_000})
@@ -274,3 +275,69 @@ def test_a_model_without_calibration_says_so():
         est.predict(X)
     with pytest.raises(NotFittedError):
         RankSVM().predict_proba(X)
+
+
+# ------------------------------------------------------------------ class weights
+
+
+@pytest.mark.parametrize("weights", [(1.0, 5.0), (0.2, 1.0), (3.0, 0.5)])
+def test_weighted_platt_matches_the_weighted_oracle(weights):
+    rng = np.random.default_rng(3)
+    y = np.where(rng.random(800) < 0.15, 1, -1)
+    s = rng.normal(size=800) + 1.3 * y
+    fit = platt_scaling(s, y, weights=weights)
+    (a, b), best, f = _oracle(s, y, weights)
+    assert f(np.array([fit.slope, fit.offset]))[0] <= best + 1e-9 * abs(best)
+    np.testing.assert_allclose([fit.slope, fit.offset], [a, b], rtol=1e-5, atol=1e-7)
+    # unit weights are no weights, bit for bit
+    assert platt_scaling(s, y, weights=(1.0, 1.0)) == platt_scaling(s, y)
+
+
+def _imbalanced(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    y = np.where(X[:, 0] + 0.8 * rng.normal(size=n) > 1.6, 1, 0)  # about 9% positive
+    return X, y
+
+
+@pytest.mark.parametrize("make", [lambda cw: RankSVM(C=1.0, class_weight=cw),
+                                  lambda cw: NSAUC(n_landmarks=40, n_epochs=2, random_state=0,
+                                                   class_weight=cw),
+                                  lambda cw: KernelAUC(80, gamma="rule", lam=1e-3,
+                                                       random_state=0, class_weight=cw)])
+def test_class_weight_moves_the_threshold_not_the_ranking(make):
+    """As in scikit-learn's LogisticRegression: "balanced" predicts the rare class more
+    often (the threshold moves), the scores only shift by a constant (the same AUC); it is
+    the dict of scikit-learn's n / (2 n_class)."""
+    X, y = _imbalanced()
+    plain, balanced = make(None).fit(X, y), make("balanced").fit(X, y)
+    shift = balanced.decision_function(X) - plain.decision_function(X)
+    np.testing.assert_allclose(shift, shift[0], atol=1e-9 * np.abs(shift).max() + 1e-12)
+    assert roc_auc_score(y, balanced.decision_function(X)) == \
+        roc_auc_score(y, plain.decision_function(X))
+    assert balanced.predict(X).mean() > 2 * plain.predict(X).mean()
+    assert balanced_accuracy_score(y, balanced.predict(X)) > \
+        balanced_accuracy_score(y, plain.predict(X))
+    n, n_pos = y.size, int(y.sum())
+    by_label = make({0: n / (2 * (n - n_pos)), 1: n / (2 * n_pos)}).fit(X, y)
+    np.testing.assert_allclose(by_label.decision_function(X), balanced.decision_function(X),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_class_weight_by_raw_labels_and_errors_before_any_work(tmp_path):
+    X, y = _imbalanced(n=800)
+    labels = np.where(y == 1, "fraud", "ok")
+    # the classes sort as ['fraud', 'ok']: 'ok' is positive; the weights follow the names
+    named = RankSVM(C=1.0, class_weight={"fraud": 4.0}).fit(X, labels)
+    pm1 = RankSVM(C=1.0, class_weight={-1: 4.0, 1: 1.0}).fit(X, np.where(y == 1, -1, 1))
+    np.testing.assert_array_equal(named.decision_function(X), pm1.decision_function(X))
+    for cw, message in [({"fraudd": 2.0}, r"names \['fraudd'\], which are not labels of y"),
+                        ({"fraud": -1.0}, "positive finite"),
+                        ("auto", 'None, "balanced" or a dict')]:
+        with pytest.raises(ValueError, match=message):
+            NSAUC(n_landmarks=500, class_weight=cw).fit(X, labels)  # refused before k-means
+    model = RankSVM(C=1.0, class_weight={0: 1.0, 1: 3.0}).fit(X, y)
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert loaded.get_params()["class_weight"] == {0: 1.0, 1: 3.0}
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))

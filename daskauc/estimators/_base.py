@@ -23,6 +23,7 @@ from .._validation import check_predict_X, is_lazy_input, is_store_path
 from ..solvers._linear import linear_scores
 from ._calibration import (
     calibration_data,
+    class_weights,
     platt_scaling,
     predict_block,
     proba_block,
@@ -131,7 +132,8 @@ class AUCScoreMixin:
         one_class = bool(np.all(yy > 0) or np.all(yy < 0))
         if batch and one_class and hasattr(self, "calibration_slope_"):
             return
-        fit = platt_scaling(s, yy)
+        fit = platt_scaling(s, yy, weights=class_weights(
+            getattr(self, "class_weight", None), self.classes_, yy))
         self.calibration_slope_ = float(fit.slope)
         self.intercept_ = float(fit.offset / fit.slope)
 

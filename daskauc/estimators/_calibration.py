@@ -54,7 +54,63 @@ def platt_targets(y: np.ndarray) -> np.ndarray:
     return np.where(y > 0, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
 
 
-def platt_scaling(scores, y, *, max_iter: int = 100) -> PlattFit:
+def check_class_weight(class_weight, classes=None) -> None:
+    """Refuse a ``class_weight`` that is not None, "balanced" or a dict of positive finite
+    weights by label, or (given ``classes``, the fit's two labels) whose keys are not among
+    them: before any work."""
+    if class_weight is None or (isinstance(class_weight, str) and class_weight == "balanced"):
+        return
+    if not isinstance(class_weight, dict):
+        raise ValueError(f'class_weight must be None, "balanced" or a dict {{label: weight}}; '
+                         f"got {class_weight!r}")
+    for label, weight in class_weight.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float, np.number)) \
+                or not (np.isfinite(weight) and weight > 0):
+            raise ValueError(f"class_weight[{label!r}] = {weight!r}: a weight must be a "
+                             "positive finite number")
+    if classes is not None:
+        from .._validation import _matching_label
+
+        known = np.asarray(classes)
+        unknown = [k for k in class_weight if _matching_label(known, k) is None]
+        if unknown:
+            raise ValueError(f"class_weight names {unknown}, which are not labels of y "
+                             f"(the labels: {known.tolist()})")
+
+
+def class_weights(class_weight, classes, y) -> tuple[float, float] | None:
+    """``(w_negative, w_positive)`` of ``class_weight`` for labels ``y`` in {-1, +1} whose
+    raw labels are ``classes`` (negative first), or None for no weights. "balanced" is
+    scikit-learn's ``n / (2 n_class)``, counted on ``y``."""
+    if class_weight is None:
+        return None
+    check_class_weight(class_weight, classes)
+    if isinstance(class_weight, str):
+        n_pos, n_neg = class_counts(y)
+        n = n_pos + n_neg
+        return (n / (2.0 * n_neg) if n_neg else 1.0, n / (2.0 * n_pos) if n_pos else 1.0)
+    from .._validation import _matching_label
+
+    def weight(label):
+        key = next((k for k in class_weight if _matching_label(np.asarray([label]), k)
+                    is not None), None)
+        return 1.0 if key is None else float(class_weight[key])
+
+    return weight(classes[0]), weight(classes[1])
+
+
+def pm1_class_weight(class_weight, classes):
+    """``class_weight`` for a solver that sees the labels as {-1, +1} (a preset's): a dict
+    by the raw ``classes`` becomes one by -1 and +1."""
+    if not isinstance(class_weight, dict) or classes is None:
+        return class_weight
+    check_class_weight(class_weight, classes)
+    w_neg, w_pos = class_weights(class_weight, classes, np.array([-1, 1]))
+    return {-1: w_neg, 1: w_pos}
+
+
+def platt_scaling(scores, y, *, weights: tuple[float, float] | None = None,
+                  max_iter: int = 100) -> PlattFit:
     """Fit ``P(y = +1 | s) = expit(a s + b)`` with ``a > 0`` to scores and {-1, +1} labels.
 
     Parameters
@@ -62,6 +118,10 @@ def platt_scaling(scores, y, *, max_iter: int = 100) -> PlattFit:
     scores : array (n,)
         Raw ranking scores of the calibration rows.
     y : array (n,) of {-1, +1}
+    weights : (w_negative, w_positive), optional
+        Class weights of the likelihood (:func:`class_weights`), as scikit-learn's
+        ``LogisticRegression(class_weight=...)`` weighs its loss: they move the threshold of
+        ``predict`` and the probabilities, never the ranking.
     max_iter : int
         Newton steps (a few suffice: the objective is smooth and strictly convex).
 
@@ -103,18 +163,21 @@ def platt_scaling(scores, y, *, max_iter: int = 100) -> PlattFit:
         raise ValueError("the scores to calibrate contain NaN or infinity (did the solver "
                          "diverge?)")
     t = np.ascontiguousarray(platt_targets(y), dtype=np.float64)
+    w_neg, w_pos = (1.0, 1.0) if weights is None else map(float, weights)
+    c = np.where(y > 0, w_pos, w_neg).astype(np.float64)
     n_pos, n_neg = class_counts(y)
     mean = float(s.mean())
     std = float(s.std())
     min_slope = float(_config.CALIBRATION_MIN_SLOPE)
-    alpha, beta, n_iter = 0.0, float(np.log((n_pos + 1.0) / (n_neg + 1.0))), 0
+    alpha, beta = 0.0, float(np.log(w_pos * (n_pos + 1.0) / (w_neg * (n_neg + 1.0))))
+    n_iter = 0
     if std > 0 and np.isfinite(std) and n_pos and n_neg:
         z = np.ascontiguousarray((s - mean) / std)
-        alpha, beta, n_iter = _newton(z, t, beta, max_iter)
+        alpha, beta, n_iter = _newton(z, t, c, beta, max_iter)
     if not alpha > min_slope:
         # no positive slope: keep the ranking with a tiny one, every row near the prior
         scale = std if std > 0 and np.isfinite(std) else 1.0
-        prior = float(t.mean())
+        prior = float(t.mean() if weights is None else c @ t / c.sum())
         beta = float(np.log(prior / (1.0 - prior)))
         return PlattFit(slope=min_slope / scale, offset=beta - min_slope * mean / scale,
                         n_iter=n_iter, prior_only=True)
@@ -127,26 +190,28 @@ def platt_scaling(scores, y, *, max_iter: int = 100) -> PlattFit:
 WARM_ROWS = 50_000
 
 
-def _newton(z: np.ndarray, t: np.ndarray, beta0: float, max_iter: int):
-    """Newton's method on ``L(alpha, beta)`` over standardized scores ``z``: on a strided
-    subsample first when there are many rows, then on all of them."""
+def _newton(z: np.ndarray, t: np.ndarray, c: np.ndarray, beta0: float, max_iter: int):
+    """Newton's method on ``L(alpha, beta)`` over standardized scores ``z`` (targets ``t``,
+    row weights ``c``): on a strided subsample first when there are many rows, then on all
+    of them."""
     alpha, beta, n_iter = 0.0, beta0, 0
     if z.size > 2 * WARM_ROWS:
         k = z.size // WARM_ROWS
-        alpha, beta, n_iter = _newton_from(np.ascontiguousarray(z[::k]),
-                                           np.ascontiguousarray(t[::k]), alpha, beta, max_iter)
-    alpha, beta, more = _newton_from(z, t, alpha, beta, max_iter)
+        alpha, beta, n_iter = _newton_from(
+            np.ascontiguousarray(z[::k]), np.ascontiguousarray(t[::k]),
+            np.ascontiguousarray(c[::k]), alpha, beta, max_iter)
+    alpha, beta, more = _newton_from(z, t, c, alpha, beta, max_iter)
     return alpha, beta, n_iter + more
 
 
-def _newton_from(z, t, alpha, beta, max_iter: int):
+def _newton_from(z, t, c, alpha, beta, max_iter: int):
     out, trial_out = np.empty(6), np.empty(6)
-    _platt_pass(z, t, alpha, beta, out)
+    _platt_pass(z, t, c, alpha, beta, out)
     n = z.size
     it = 0
     for it in range(1, max_iter + 1):
         g = out[1:3].copy()
-        if np.max(np.abs(g)) <= 1e-10 * n:
+        if np.max(np.abs(g)) <= 1e-10 * n * float(c.max()):
             it -= 1
             break
         H = np.array([[out[3], out[4]], [out[4], out[5]]]) + 1e-12 * np.eye(2)
@@ -154,7 +219,7 @@ def _newton_from(z, t, alpha, beta, max_iter: int):
         decrease = float(g @ step)  # < 0 for a descent direction
         lr = 1.0
         while lr >= 1e-10:
-            _platt_pass(z, t, alpha + lr * step[0], beta + lr * step[1], trial_out)
+            _platt_pass(z, t, c, alpha + lr * step[0], beta + lr * step[1], trial_out)
             if trial_out[0] <= out[0] + 1e-4 * lr * decrease:
                 break
             lr *= 0.5

@@ -19,11 +19,13 @@ from .._config import FASTMATH
 def _platt_pass(
     z,      # IN  (n,) float64 standardized scores
     t,      # IN  (n,) float64 Platt targets in (0, 1)
+    c,      # IN  (n,) float64 row weights (the class weights; ones without)
     alpha,  # IN  float slope on z
     beta,   # IN  float offset
     out,    # OUT (6,) float64: L, dL/dalpha, dL/dbeta, H_aa, H_ab, H_bb
 ):
-    """``L = sum softplus(u) - t u`` with ``u = alpha z + beta``, its gradient and Hessian."""
+    """``L = sum c (softplus(u) - t u)`` with ``u = alpha z + beta``, its gradient and
+    Hessian."""
     f = 0.0
     ga = 0.0
     gb = 0.0
@@ -41,9 +43,10 @@ def _platt_pass(
             e = math.exp(u)
             p = e / (1.0 + e)
             softplus = math.log1p(e)
-        f += softplus - t[i] * u
-        r = p - t[i]
-        w = p * (1.0 - p)
+        ci = c[i]
+        f += ci * (softplus - t[i] * u)
+        r = ci * (p - t[i])
+        w = ci * p * (1.0 - p)
         ga += r * zi
         gb += r
         haa += w * zi * zi

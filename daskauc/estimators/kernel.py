@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrays import class_counts
 from .._compute import compute
+from .._docs import fill_doc
 from .._registry import model_class
 from .._validation import (
     as_labels,
@@ -60,7 +61,7 @@ from ..model_selection.kernel_model import (
 )
 from ..solvers.kernel_basis import FACTOR_PLACEMENTS, kernel_scores
 from ._base import AUCScoreMixin
-from ._calibration import calibration_data, platt_scaling
+from ._calibration import calibration_data, check_class_weight, platt_scaling
 from ._checkpoint import check_resumed_data, open_checkpoint
 
 logger = logging.getLogger("daskauc")
@@ -70,6 +71,7 @@ ROUTES = ("auto", "kernel", "embedding")
 SCALINGS = ("standard", "minmax", None)
 
 
+@fill_doc()
 @model_class
 class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     """Gaussian-kernel AUC maximization with many centres, gamma and lam chosen.
@@ -150,6 +152,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         interpolated at the new centres. Growing ``n_centres`` along a path then costs a few
         Newton steps per size.
     random_state : None, int or Generator
+    %(class_weight)s
 
     Attributes
     ----------
@@ -211,7 +214,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                  selection_centres=SELECTION_CENTRES, cv=3, width_rows=WIDTH_ROWS,
                  width_centres=WIDTH_CENTRES, gamma_grid=None, lam_grid=None,
                  persist="auto", dtype="float32", factor_placement="auto", warm_start=False,
-                 random_state=None):
+                 random_state=None, class_weight=None):
         self.n_centres = n_centres
         self.loss = loss
         self.lam = lam
@@ -236,6 +239,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         self.factor_placement = factor_placement
         self.warm_start = warm_start
         self.random_state = random_state
+        self.class_weight = class_weight
 
     # ------------------------------------------------------------------------ checks
 
@@ -304,6 +308,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         timings: dict[str, float] = {}
         tic = time.perf_counter()
         Xd, yd, classes = check_X_y(X, y, dtype=self.dtype)
+        check_class_weight(self.class_weight, classes)
         self.__dict__.pop("data_fingerprint_", None)  # of an earlier checkpointed fit
         set_features_in(self, X, int(Xd.shape[1]))
         y_np = np.asarray(compute(yd)[0] if isinstance(yd, da.Array) else yd)

@@ -41,6 +41,7 @@ from ..solvers.stats import PRECISIONS, class_means, class_statistics, lsauc
 from ..solvers.twopass import SCHEDULES as TWOPASS_SCHEDULES
 from ..solvers.twopass import twopass_auc
 from ._base import LinearAUCModel
+from ._calibration import check_class_weight
 from ._centring import auto_step, mean_sq_norm
 from ._checkpoint import open_checkpoint
 
@@ -77,6 +78,7 @@ class _LSModel(LinearAUCModel):
             raise ValueError(f"{type(self).__name__} has no epochs to checkpoint (one pass)")
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
+        check_class_weight(self.class_weight, classes)
         set_features_in(self, X, Xd.shape[1])
 
         rows = self._solver_rows(Xd, X, first=True)
@@ -97,6 +99,7 @@ class _LSModel(LinearAUCModel):
         """
         check_params(self, self._params)
         Xd, yd, cls = check_X_y(X, y)
+        check_class_weight(self.class_weight, None)
         if classes is not None and not np.array_equal(np.sort(np.asarray(classes)),
                                                       np.sort(np.asarray(cls))):
             raise ValueError(f"classes={list(classes)} do not match the labels of y {list(cls)}")
@@ -123,6 +126,7 @@ class _LSModel(LinearAUCModel):
         return self
 
 
+@fill_doc()
 @model_class
 class LSAUC(_LSModel):
     """Exact least-squares AUC: one distributed pass and one r x r solve.
@@ -134,6 +138,7 @@ class LSAUC(_LSModel):
     precision : {"auto", "float64", "mixed"}
         How the per-chunk scatter matrices are formed
         (:func:`daskauc.solvers.stats.class_statistics`).
+    %(class_weight)s
 
     Attributes
     ----------
@@ -160,9 +165,10 @@ class LSAUC(_LSModel):
     _params = {"lam": _LAM, "precision": (str, {"choices": PRECISIONS})}
     _counts_calls = True
 
-    def __init__(self, lam: float = 1e-3, *, precision: str = "auto"):
+    def __init__(self, lam: float = 1e-3, *, precision: str = "auto", class_weight=None):
         self.lam = lam
         self.precision = precision
+        self.class_weight = class_weight
 
     def _run(self, X, y, state, n_epochs, continuing):
         stats = class_statistics(X, y, precision=self.precision)
@@ -201,6 +207,7 @@ class TwoPassAUC(_LSModel):
     random_state : None, int or Generator
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Notes
     -----
@@ -222,7 +229,7 @@ class TwoPassAUC(_LSModel):
 
     def __init__(self, lam: float = 1e-3, *, eta="auto", schedule: str = "constant",
                  n_epochs: int = 5, shuffle: bool = True, random_state=None, n_chains="auto",
-                 sync_every=None):
+                 sync_every=None, class_weight=None):
         self.lam = lam
         self.eta = eta
         self.schedule = schedule
@@ -231,6 +238,7 @@ class TwoPassAUC(_LSModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     def _run(self, X, y, state, n_epochs, continuing):
         means = None
@@ -270,6 +278,7 @@ class OPAUC(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Notes
     -----
@@ -288,7 +297,8 @@ class OPAUC(_LSModel):
     AUTO_ETA = 2.0**-5
 
     def __init__(self, lam: float = 1e-3, *, eta="auto", n_epochs: int = 1,
-                 shuffle: bool = True, random_state=None, n_chains="auto", sync_every=None):
+                 shuffle: bool = True, random_state=None, n_chains="auto", sync_every=None,
+                 class_weight=None):
         self.lam = lam
         self.eta = eta
         self.n_epochs = n_epochs
@@ -296,6 +306,7 @@ class OPAUC(_LSModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     def _run(self, X, y, state, n_epochs, continuing):
         eta = auto_step(self, "eta", self.AUTO_ETA, state,
@@ -341,6 +352,7 @@ class SOLAM(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Notes
     -----
@@ -366,7 +378,7 @@ class SOLAM(_LSModel):
     def __init__(self, zeta="auto", *, R: float = 10.0, penalty: str = "projection",
                  lam: float = 0.0, variant: str = "paper", kappa: float | None = None,
                  n_epochs: int = 15, shuffle: bool = True, random_state=None, n_chains="auto",
-                 sync_every=None):
+                 sync_every=None, class_weight=None):
         self.zeta = zeta
         self.R = R
         self.penalty = penalty
@@ -378,6 +390,7 @@ class SOLAM(_LSModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     def _run(self, X, y, state, n_epochs, continuing):
         zeta = auto_step(self, "zeta", self.AUTO_ZETA, state,
@@ -417,6 +430,7 @@ class SPAM(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Attributes
     ----------
@@ -448,7 +462,8 @@ class SPAM(_LSModel):
 
     def __init__(self, lam: float = 1e-3, *, l1: float = 0.0, eta="auto",
                  schedule: str = "invsqrt", average: bool = False, n_epochs: int = 20,
-                 shuffle: bool = True, random_state=None, n_chains="auto", sync_every=None):
+                 shuffle: bool = True, random_state=None, n_chains="auto", sync_every=None,
+                 class_weight=None):
         self.lam = lam
         self.l1 = l1
         self.eta = eta
@@ -459,6 +474,7 @@ class SPAM(_LSModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     def _run(self, X, y, state, n_epochs, continuing):
         means = None
@@ -496,6 +512,7 @@ class SPDAM(_LSModel):
     shuffle, random_state : as :class:`TwoPassAUC`.
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Notes
     -----
@@ -519,7 +536,7 @@ class SPDAM(_LSModel):
 
     def __init__(self, lam: float = 1e-3, *, batch_size: int = 1, n_epochs: int = 10,
                  R: float | None = None, shuffle: bool = True, random_state=None, n_chains=1,
-                 sync_every=None):
+                 sync_every=None, class_weight=None):
         self.lam = lam
         self.batch_size = batch_size
         self.n_epochs = n_epochs
@@ -528,6 +545,7 @@ class SPDAM(_LSModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     def _run(self, X, y, state, n_epochs, continuing):
         return spdam(X, y, lam=float(self.lam), batch_size=int(self.batch_size),

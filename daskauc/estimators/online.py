@@ -25,6 +25,7 @@ from ..solvers._result import SolverResult
 from ..solvers.oam import UPDATES, oam
 from ..solvers.univariate import LOSSES, SCHEDULES, univariate_sgd
 from ._base import LinearAUCModel
+from ._calibration import check_class_weight
 from ._centring import auto_step, mean_sq_norm
 from ._checkpoint import open_checkpoint
 
@@ -85,6 +86,7 @@ class _OnlineAUCModel(LinearAUCModel):
         self._check()
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
+        check_class_weight(self.class_weight, classes)
         set_features_in(self, X, Xd.shape[1])
         rows = self._solver_rows(Xd, X, first=True)
 
@@ -114,6 +116,7 @@ class _OnlineAUCModel(LinearAUCModel):
         state = self._state_to_continue()
         if state is None and classes is None:
             Xd, yd, classes_ = check_X_y(X, y)
+            check_class_weight(self.class_weight, None)
             history = []
             set_features_in(self, X, Xd.shape[1])
         else:
@@ -182,6 +185,7 @@ class OAM(_OnlineAUCModel):
         Seed of every random choice (orders and reservoir decisions).
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Attributes
     ----------
@@ -222,7 +226,7 @@ class OAM(_OnlineAUCModel):
     def __init__(self, C: float = 1.0, *, buffer_size: int = 100, update: str = "seq",
                  eta: float = 0.5, average: bool = False, n_epochs: int = 1,
                  shuffle: bool = True, record_auc: bool = False, random_state=None,
-                 n_chains="auto", sync_every=None):
+                 n_chains="auto", sync_every=None, class_weight=None):
         self.C = C
         self.buffer_size = buffer_size
         self.update = update
@@ -234,6 +238,7 @@ class OAM(_OnlineAUCModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     _params = {
         "C": (float, dict(low=0.0, include_low=False)),
@@ -288,6 +293,7 @@ class UnivariateAUC(_OnlineAUCModel):
         Seed of the chunk and row orders.
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Attributes
     ----------
@@ -327,7 +333,7 @@ class UnivariateAUC(_OnlineAUCModel):
     def __init__(self, loss: str = "exp", *, lam: float = 0.0, eta0="auto",
                  schedule: str = "invsqrt", n_epochs: int = 5, average: bool = True,
                  shuffle: bool = True, record_auc: bool = False, random_state=None,
-                 n_chains="auto", sync_every=None):
+                 n_chains="auto", sync_every=None, class_weight=None):
         self.loss = loss
         self.lam = lam
         self.eta0 = eta0
@@ -339,6 +345,7 @@ class UnivariateAUC(_OnlineAUCModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     _params = {
         "loss": (str, dict(choices=tuple(LOSSES))),

@@ -9,6 +9,7 @@ from .._registry import model_class
 from .._validation import check_n_features, check_params, check_X_y, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
 from ._base import LinearAUCModel
+from ._calibration import check_class_weight
 from ._checkpoint import open_checkpoint
 
 
@@ -42,6 +43,7 @@ class PairwiseHingeSGD(LinearAUCModel):
     random_state : int, Generator or None
     %(n_chains)s
     %(sync_every)s
+    %(class_weight)s
 
     Attributes
     ----------
@@ -85,7 +87,7 @@ class PairwiseHingeSGD(LinearAUCModel):
 
     def __init__(self, lam=1e-8, *, n_epochs=5, average=True, rskip=16, askip=16,
                  average_start=0, t0=None, eta0_pairs=1000, shuffle=True, random_state=None,
-                 n_chains="auto", sync_every=None):
+                 n_chains="auto", sync_every=None, class_weight=None):
         self.lam = lam
         self.n_epochs = n_epochs
         self.average = average
@@ -98,6 +100,7 @@ class PairwiseHingeSGD(LinearAUCModel):
         self.random_state = random_state
         self.n_chains = n_chains
         self.sync_every = sync_every
+        self.class_weight = class_weight
 
     def _solver_kwargs(self):
         return dict(lam=float(self.lam), average=self.average, rskip=int(self.rskip),
@@ -119,6 +122,7 @@ class PairwiseHingeSGD(LinearAUCModel):
         check_params(self, self._params)
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
+        check_class_weight(self.class_weight, classes)
         set_features_in(self, X, Xd.shape[1])
 
         def run(state, n_epochs):
@@ -149,6 +153,7 @@ class PairwiseHingeSGD(LinearAUCModel):
         elif classes is not None:
             pos_label = sorted(classes)[-1]
         Xd, yd, found = check_X_y(X, y, pos_label=pos_label)
+        check_class_weight(self.class_weight, None)
         if state is None:
             set_features_in(self, X, Xd.shape[1])
         else:

@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
 from .._compute import compute, persist
+from .._docs import fill_doc
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
@@ -37,6 +38,7 @@ from .._validation import (
 from ..embed.nystroem import DEFAULT_LANDMARKS, KMeansNystroem
 from ..model_selection.c_path import check_selectable, class_counts
 from ._base import AUCScoreMixin
+from ._calibration import check_class_weight, pm1_class_weight
 from ._checkpoint import feature_map_token, open_checkpoint
 from .least_squares import SOLAM
 from .online import OAM, _classes_arg, _pm1_known
@@ -124,9 +126,13 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
                               landmarks=self.landmarks, kmeans_epochs=self.kmeans_epochs,
                               dtype=self.dtype, random_state=self._seed(0))
 
-    def _make_solver(self):
+    def _make_solver(self, classes=None):
+        """The linear solver, which learns the labels as {-1, +1}: a class weight given by
+        the raw ``classes`` is passed on by -1 and +1 (as given without ``classes``: a
+        solver only looked at, as a checkpoint's class)."""
         params = {name: getattr(self, name) for name in self._solver_params}
         params.update(self._solver_fixed)
+        params["class_weight"] = pm1_class_weight(self.class_weight, classes)
         if "random_state" in self._solver.__init__.__code__.co_varnames:
             params["random_state"] = self._seed(1)
         return self._solver(**params)
@@ -156,7 +162,8 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         tic = time.perf_counter()
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
-        solver = self._make_solver()
+        check_class_weight(self.class_weight, classes)
+        solver = self._make_solver(classes)
         if isinstance(getattr(solver, "C", None), str):  # C="auto": enough rows to choose C?
             check_selectable(*class_counts(y, yd, classes))
         if checkpoint is not None:
@@ -235,7 +242,6 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
             if getattr(fmap, "n_components", None) not in (None, "auto"):  # auto: <= rows
                 fmap.set_params(n_components=min(int(fmap.n_components), int(Xd.shape[0])))
             self.embedding_ = fmap.fit(self._scale(Xd))
-            self.solver_ = self._make_solver()
             self.timings_ = {}
             if classes is None:
                 seen = np.unique(np.asarray(compute(y)[0] if isinstance(y, da.Array) else y))
@@ -245,6 +251,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
                         "classes=[negative, positive] on the first partial_fit call")
                 classes = seen
             self.classes_ = _classes_arg(classes)
+            self.solver_ = self._make_solver(self.classes_)
         Z = self.transform(X)
         # the solver learns {-1, +1} labels (as in fit); the caller's are mapped by classes_
         if isinstance(y, da.Array):
@@ -320,6 +327,7 @@ def _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standard
     self.random_state = random_state
 
 
+@fill_doc()
 @model_class
 class NSAUC(EmbeddedAUCModel):
     __doc__ = f"""NSAUC: k-means Nystroem embedding + averaged pairwise hinge SGD (Khalid et al.).
@@ -339,6 +347,7 @@ class NSAUC(EmbeddedAUCModel):
     random_state : int or None
 
     See :class:`daskauc.PairwiseHingeSGD` for the solver and its objective.
+    %(class_weight)s
     """
 
     _solver = PairwiseHingeSGD
@@ -348,7 +357,7 @@ class NSAUC(EmbeddedAUCModel):
     def __init__(self, lam=1e-8, *, n_epochs=20, rskip=16, askip=16, t0=None,
                  n_landmarks="auto", gamma=None, landmarks="kmeans", kmeans_epochs=3,
                  standardize=True, dtype="float32", embedding_store=None, overwrite=False,
-                 persist=True, random_state=None):
+                 persist=True, random_state=None, class_weight=None):
         self.lam = lam
         self.n_epochs = n_epochs
         self.rskip = rskip
@@ -356,6 +365,7 @@ class NSAUC(EmbeddedAUCModel):
         self.t0 = t0
         _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
                         embedding_store, overwrite, persist, random_state)
+        self.class_weight = class_weight
 
 
 @model_class
@@ -365,6 +375,7 @@ class NSVMSGD2(NSAUC):
     _solver_fixed = {"average": False}
 
 
+@fill_doc()
 @model_class
 class NBAUC(EmbeddedAUCModel):
     __doc__ = f"""NBAUC: k-means Nystroem embedding + PRSVM+ truncated Newton (Khalid Alg. 2).
@@ -385,6 +396,7 @@ class NBAUC(EmbeddedAUCModel):
     random_state : int or None
 
     See :class:`daskauc.RankSVM` for the solver.
+    %(class_weight)s
     """
 
     _solver = RankSVM
@@ -392,12 +404,14 @@ class NBAUC(EmbeddedAUCModel):
 
     def __init__(self, C="auto", *, tol=1e-3, max_iter=50, n_landmarks="auto", gamma=None,
                  landmarks="kmeans", kmeans_epochs=3, standardize=True, dtype="float32",
-                 embedding_store=None, overwrite=False, persist=True, random_state=None):
+                 embedding_store=None, overwrite=False, persist=True, random_state=None,
+                 class_weight=None):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
                         embedding_store, overwrite, persist, random_state)
+        self.class_weight = class_weight
 
 
 @model_class
@@ -422,13 +436,16 @@ class KernelRankSVM(NBAUC):
 
     def __init__(self, C="auto", *, tol=1e-3, max_iter=50, n_landmarks=None, gamma=None,
                  landmarks="all", kmeans_epochs=3, standardize=True, dtype="float64",
-                 embedding_store=None, overwrite=False, persist=True, random_state=None):
+                 embedding_store=None, overwrite=False, persist=True, random_state=None,
+                 class_weight=None):
         super().__init__(C, tol=tol, max_iter=max_iter, n_landmarks=n_landmarks, gamma=gamma,
                          landmarks=landmarks, kmeans_epochs=kmeans_epochs,
                          standardize=standardize, dtype=dtype, embedding_store=embedding_store,
                          overwrite=overwrite, persist=persist, random_state=random_state)
+        self.class_weight = class_weight
 
 
+@fill_doc()
 @model_class
 class NOAM(EmbeddedAUCModel):
     __doc__ = f"""NOAM: k-means Nystroem embedding + OAM with 100+100 reservoir buffers.
@@ -441,6 +458,7 @@ class NOAM(EmbeddedAUCModel):
     n_epochs : int, default=1
     {_EMBEDDING_DOC}
     random_state : int or None
+    %(class_weight)s
     """
 
     _solver = OAM
@@ -449,15 +467,17 @@ class NOAM(EmbeddedAUCModel):
     def __init__(self, C=1.0, *, buffer_size=100, update="seq", n_epochs=1, n_landmarks="auto",
                  gamma=None, landmarks="kmeans", kmeans_epochs=3, standardize=True,
                  dtype="float32", embedding_store=None, overwrite=False, persist=True,
-                 random_state=None):
+                 random_state=None, class_weight=None):
         self.C = C
         self.buffer_size = buffer_size
         self.update = update
         self.n_epochs = n_epochs
         _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
                         embedding_store, overwrite, persist, random_state)
+        self.class_weight = class_weight
 
 
+@fill_doc()
 @model_class
 class NSOLAM(EmbeddedAUCModel):
     __doc__ = f"""NSOLAM: k-means Nystroem embedding + SOLAM (Khalid et al.'s NSOLAM baseline).
@@ -478,6 +498,7 @@ class NSOLAM(EmbeddedAUCModel):
     random_state : int or None
 
     See :class:`daskauc.estimators.least_squares.SOLAM` for the solver.
+    %(class_weight)s
     """
 
     _solver = SOLAM
@@ -485,10 +506,12 @@ class NSOLAM(EmbeddedAUCModel):
 
     def __init__(self, zeta=25.0, *, R=10.0, n_epochs=30, n_landmarks="auto", gamma=None,
                  landmarks="kmeans", kmeans_epochs=3, standardize=True, dtype="float32",
-                 embedding_store=None, overwrite=False, persist=True, random_state=None):
+                 embedding_store=None, overwrite=False, persist=True, random_state=None,
+                 class_weight=None):
         self.zeta = zeta
         self.R = R
         self.n_epochs = n_epochs
         _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
                         embedding_store, overwrite, persist, random_state)
+        self.class_weight = class_weight
 

@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._arrays import class_counts
+from .._docs import fill_doc
 from .._registry import model_class
 from .._validation import (
     check_n_features,
@@ -24,9 +25,11 @@ from ..model_selection.c_path import select_C
 from ..solvers.linesearch import LINE_SEARCHES
 from ..solvers.newton import auto_pair_moments, prsvm_newton
 from ._base import LinearAUCModel
+from ._calibration import check_class_weight
 from ._checkpoint import check_resumed_data, open_checkpoint
 
 
+@fill_doc()
 @model_class
 class RankSVM(LinearAUCModel):
     """Linear RankSVM maximizing AUC through the pairwise squared hinge (PRSVM+).
@@ -65,6 +68,7 @@ class RankSVM(LinearAUCModel):
         Start from the previous ``coef_`` (a path over increasing C then costs a few steps).
     random_state : None, int or Generator, default None
         Seeds the subsample of ``C="auto"``.
+    %(class_weight)s
 
     Attributes
     ----------
@@ -125,7 +129,7 @@ class RankSVM(LinearAUCModel):
                  cg_tol: float = 0.1, max_cg: int = 50, precondition: bool = True,
                  line_search: str = "exact",
                  decrement_tol: float | None = None, persist="auto", warm_start: bool = False,
-                 random_state=None):
+                 random_state=None, class_weight=None):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -137,6 +141,7 @@ class RankSVM(LinearAUCModel):
         self.persist = persist
         self.warm_start = warm_start
         self.random_state = random_state
+        self.class_weight = class_weight
 
     def _check_C(self) -> None:
         if isinstance(self.C, str):
@@ -177,6 +182,7 @@ class RankSVM(LinearAUCModel):
         self._check_C()
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
+        check_class_weight(self.class_weight, classes)
         self.__dict__.pop("data_fingerprint_", None)  # of an earlier checkpointed fit
         set_features_in(self, X, Xd.shape[1])
         snapshot, on_step, previous = None, None, None
@@ -246,6 +252,7 @@ class RankSVM(LinearAUCModel):
         self._check_C()
         state = self._state_to_continue()
         Xd, yd, found = check_X_y(X, y)
+        check_class_weight(self.class_weight, None)
         if classes is not None and not np.array_equal(np.sort(np.asarray(classes)),
                                                       np.sort(np.asarray(found))):
             raise ValueError(f"classes={list(classes)} do not match the labels of y "
