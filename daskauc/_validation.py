@@ -552,10 +552,13 @@ def _classes_of(uniq: np.ndarray, positives: np.ndarray) -> np.ndarray:
 
 def store_classes(attrs: dict) -> np.ndarray | None:
     """The raw labels a dataset store mapped to -1 and +1, as ``[negative, positive]``, when
-    each side is one label (a store of grouped classes, or of -1/+1 already, gives None):
+    each side is one label (a store of grouped classes, or of -1/+1 already, gives None; an
+    embedding store gives those of the dataset it embeds):
     a model fitted on the store then has ``classes_`` in the user's labels, the positive
     last, whichever sorts first."""
     recorded = attrs.get("classes")
+    if recorded is None and isinstance(attrs.get("source_attrs"), dict):
+        recorded = attrs["source_attrs"].get("classes")  # an embedding: its dataset's
     if not recorded or len(recorded) != 2 or any(len(side) != 1 for side in recorded):
         return None
     neg, pos = recorded[0][0], recorded[1][0]

@@ -506,7 +506,9 @@ def cmd_fit(args) -> int:
     timings: dict[str, float] = {}
     with _cluster(args):
         with _step(f"fit {args.method} on {args.store}", timings):
-            est.fit(train.X, train.y, **kwargs)
+            # the store's path, as in Python: the model's classes_ are then the store's raw
+            # labels (a class_weight may name them), not -1 and +1
+            est.fit(args.store, **kwargs)
         save_model(est, args.model, overwrite=args.overwrite)
         _log(f"saved {type(est).__name__} to {args.model}")
         val_auc = None
@@ -526,7 +528,8 @@ def cmd_fit(args) -> int:
         from .data.labels import _jsonable
 
         payload["positive_class"] = _jsonable(classes[1])
-        text += f"\npositive class: {classes[1]!r} (ranked high; negative: {classes[0]!r})"
+        text += (f"\npositive class: {_jsonable(classes[1])!r} (ranked high; negative: "
+                 f"{_jsonable(classes[0])!r})")
     if val_auc is not None:
         payload["validation_auc"] = val_auc
         text += f"\nvalidation AUC: {val_auc:.6f}"

@@ -3,6 +3,7 @@
 import json
 import os
 
+import dask
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
@@ -198,7 +199,7 @@ def test_nonlinear_methods_embed_a_raw_store_as_python_does(embedded, tmp_path, 
     captured = capsys.readouterr()
     payload = json.loads(captured.out)
     assert payload["method"] == "nsauc" and payload["estimator"] == "NSAUC"
-    assert payload["positive_class"] == 1
+    assert payload["positive_class"] == 2  # the store's raw labels are 1 and 2
     assert "raw dataset store: nsauc embeds it first" in captured.err
     est = load_model(model)
     python = NSAUC(n_epochs=3, n_landmarks=30, random_state=0).fit(raw_train)
@@ -212,3 +213,30 @@ def test_nonlinear_methods_embed_a_raw_store_as_python_does(embedded, tmp_path, 
     assert main(["evaluate", emb_model, raw_test]) != 0
     err = capsys.readouterr().err
     assert "daskauc embed" in err and "--map TRAIN-EMB.zarr" in err and "expects" in err
+
+
+def test_models_fitted_from_a_stores_text_labels_say_them(tmp_path, capsys):
+    """A CSV with text labels, ingested with --positive, then embedded: a model fitted on the
+    embedding (or on the raw store) reports the positive class by its raw label (it printed
+    np.int8(1)), its classes_ are the raw labels, and --param class_weight names them."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=600) > 0.8, "fault", "normal")
+    with open(tmp_path / "t.csv", "w") as f:
+        f.write("a,b,c,outcome\n")
+        f.writelines(f"{r[0]},{r[1]},{r[2]},{label}\n" for r, label in zip(X, y, strict=True))
+    store, emb = str(tmp_path / "t.zarr"), str(tmp_path / "e.zarr")
+    assert main(["ingest", str(tmp_path / "t.csv"), store, "--label", "outcome",
+                 "--positive", "fault"]) == 0
+    with dask.config.set(scheduler="threads"):
+        assert main(["embed", store, emb, "--landmarks", "30"]) == 0
+        capsys.readouterr()
+        for source, name in ((emb, "m1"), (store, "m2")):
+            landmarks = ["--param", "n_landmarks=30"] if source == store else []
+            assert main(["--json", "fit", source, str(tmp_path / name), "--method", "nsauc",
+                         "--epochs", "2", *landmarks,
+                         "--param", 'class_weight={"fault": 3.0}']) == 0
+            assert json.loads(capsys.readouterr().out)["positive_class"] == "fault"
+            model = load_model(str(tmp_path / name))
+            assert model.classes_.tolist() == ["normal", "fault"]
+            assert model.get_params()["class_weight"] == {"fault": 3.0}
