@@ -10,7 +10,13 @@ client's tasks, so a shared cluster's other work shows in the bar too); under th
 or synchronous scheduler by a dask callback. Without a terminal (a log file, CI) nothing is
 redrawn: the step's start and end are printed as lines.
 
-The first bar on a distributed cluster prints the dashboard link first.
+The first bar on a distributed cluster prints the dashboard link first. In a Jupyter kernel
+the bar is an IPython display updated in place.
+
+A model search (``C="auto"``, KernelAUC's choices, cross-validation) runs under
+:func:`search_progress`: one INFO line per candidate (its validation AUC, the best so far,
+``i/N``, the time left), the search on the bar, and the solvers' own step lines at DEBUG
+meanwhile (:func:`solver_log_level`).
 """
 
 from __future__ import annotations
@@ -248,7 +254,6 @@ class Progress:
         from IPython.display import display
 
         return display(_bundle(self.text(), self._frac), raw=True, display_id=True)
-
 
     def start(self) -> None:
         self._counts, self._client = _counts_source()
