@@ -509,8 +509,7 @@ def cmd_fit(args) -> int:
             # the store's path, as in Python: the model's classes_ are then the store's raw
             # labels (a class_weight may name them), not -1 and +1
             est.fit(args.store, **kwargs)
-        save_model(est, args.model, overwrite=args.overwrite)
-        _log(f"saved {type(est).__name__} to {args.model}")
+        save_model(est, args.model, overwrite=args.overwrite)  # the result says it
         val_auc = None
         if validation is not None:
             with _step(f"validation AUC on {args.validation}"):
