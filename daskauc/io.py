@@ -58,7 +58,7 @@ def _unjson(value, at: str):
         if "__items__" in value:
             items = value["__items__"]
             if not (isinstance(items, list) and all(isinstance(kv, list) and len(kv) == 2
-                                                    and isinstance(kv[0], (int, float, bool))
+                                                    and isinstance(kv[0], (str, int, float))
                                                     for kv in items)):
                 raise ModelFileError(f"{at}: malformed mapping {str(items)[:60]}")
             return {k: _unjson(v, at) for k, v in items}
