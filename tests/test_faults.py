@@ -236,21 +236,34 @@ def test_losing_the_scheduler_is_a_clear_error_for_every_family(tmp_path, capsys
         _embed(store, str(tmp_path / "map.zarr"))
     commands["write"] = ["embed", store, str(tmp_path / "emb-write.zarr"), "--map",
                          str(tmp_path / "map.zarr")]
-    for name, cmd in commands.items():
-        c = ExternalCluster(tmp_path / f"cluster-{name}", cwd=tmp_path, n_workers=1)
-        if name in ("lsauc", "write"):  # too quick to interrupt: the scheduler is gone first
-            c.kill_scheduler()
-        else:
-            threading.Timer(2.0, c.kill_scheduler).start()
-        try:
-            with dask.config.set({"distributed.comm.timeouts.connect": "3s"}):
-                code = main(["--scheduler", c.address, *cmd])
-        finally:
-            c.close()
-        err = capsys.readouterr().err
-        assert code == 3, (name, err)
-        assert "the Dask cluster failed" in err and "Traceback" not in err, (name, err)
-        assert not [p for p in os.listdir(tmp_path) if p.startswith(("m-", "emb"))], name
+    # each command's cluster starts while the commands before it run (one at a time, in a
+    # thread): the starts were half of this test's time
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    clusters = [pool.submit(ExternalCluster, tmp_path / f"cluster-{name}", cwd=tmp_path,
+                            n_workers=1) for name in commands]
+    try:
+        for (name, cmd), started in zip(commands.items(), clusters, strict=True):
+            c = started.result()
+            if name in ("lsauc", "write"):  # too quick to interrupt: the scheduler goes first
+                c.kill_scheduler()
+            else:
+                threading.Timer(2.0, c.kill_scheduler).start()
+            try:
+                with dask.config.set({"distributed.comm.timeouts.connect": "3s"}):
+                    code = main(["--scheduler", c.address, *cmd])
+            finally:
+                c.close()
+            err = capsys.readouterr().err
+            assert code == 3, (name, err)
+            assert "the Dask cluster failed" in err and "Traceback" not in err, (name, err)
+            assert not [p for p in os.listdir(tmp_path) if p.startswith(("m-", "emb"))], name
+    finally:  # a failed assertion leaves no cluster behind
+        pool.shutdown(cancel_futures=True)
+        for started in clusters:
+            if started.done() and started.exception() is None:
+                started.result().close()
 
 
 # ------------------------------------------------------------------- outputs and models
