@@ -104,8 +104,7 @@ def pm1_class_weight(class_weight, classes):
     by the raw ``classes`` becomes one by -1 and +1."""
     if not isinstance(class_weight, dict) or classes is None:
         return class_weight
-    check_class_weight(class_weight, classes)
-    w_neg, w_pos = class_weights(class_weight, classes, np.array([-1, 1]))
+    w_neg, w_pos = class_weights(class_weight, classes, np.array([-1, 1]))  # checks it
     return {-1: w_neg, 1: w_pos}
 
 
