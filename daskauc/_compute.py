@@ -62,7 +62,7 @@ def compute(*collections, **kwargs):
 
     flush_releases()
     try:
-        return dask.compute(*collections, **kwargs)
+        return dask.compute(*collections, **_local_callbacks(collections, kwargs))
     finally:
         flush_releases()
 
@@ -72,7 +72,38 @@ def persist(*collections, **kwargs):
     import dask
 
     flush_releases()
-    return dask.persist(*collections, **kwargs)
+    return dask.persist(*collections, **_local_callbacks(collections, kwargs))
+
+
+def _local_callbacks(collections, kwargs: dict) -> dict:
+    """``kwargs`` with ``callbacks=`` the dask callbacks active now, for dask's local
+    schedulers (threaded, synchronous, processes).
+
+    Without it, every local graph swaps the global ``dask.callbacks.Callback.active`` for an
+    empty set while it runs and puts its copy back after. Two graphs overlapping in two
+    threads (daskauc's read-ahead, a search's parallel solves) put their copies back out of
+    order, and a copy taken while the other ran, empty, wins: the callbacks registered meanwhile
+    (a progress bar, a user's ``ProgressBar().register()``) were lost, and unregistering them
+    raised KeyError after the fit had finished. With the callbacks passed, the global set is
+    read, never swapped."""
+    import dask
+
+    if "callbacks" in kwargs or kwargs.get("scheduler") is not None:
+        return kwargs
+    from dask.callbacks import Callback
+
+    graphs = [c for c in collections if dask.is_dask_collection(c)]
+    if graphs and _scheduler_is_local(dask.base.get_scheduler(collections=graphs)):
+        return {**kwargs, "callbacks": tuple(Callback.active)}
+    return kwargs
+
+
+def _scheduler_is_local(get) -> bool:
+    import dask.local
+    import dask.multiprocessing
+    import dask.threaded
+
+    return get in (dask.threaded.get, dask.local.get_sync, dask.multiprocessing.get)
 
 
 def nbytes_of(obj) -> int:

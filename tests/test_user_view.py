@@ -124,6 +124,77 @@ def test_progress_bar_counts_tasks_and_epochs(on_cluster, request, monkeypatch):
     assert drawn.rstrip().splitlines()[-1].endswith(f"[daskauc] fit: done in {bar.seconds:.2f} s")
 
 
+def test_overlapping_graphs_in_threads_keep_the_bar_and_the_users_callbacks():
+    """dask's local scheduler swaps the global callback set for an empty one while a graph runs
+    and puts its copy back after: graphs overlapping in threads (a search's parallel solves)
+    put theirs back out of order, the bar's callback was lost, and closing the bar raised
+    KeyError from ``Callback.unregister`` after the fit had finished (the model was lost).
+    daskauc's graphs now pass the callbacks and leave the set alone; the bar repairs what a
+    user's own overlapping graphs do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask.callbacks import Callback
+    from dask.diagnostics import ProgressBar
+
+    from daskauc._compute import compute
+
+    x = dask.array.ones((4000, 4), chunks=100)
+    users = ProgressBar(out=io.StringIO())
+    users.register()
+    try:
+        for run in (lambda i: compute((x * i).sum())[0],  # daskauc's graphs
+                    lambda i: (x * i).sum().compute()):  # a user's own, in their threads
+            with dask.config.set(scheduler="threads"), \
+                    daskauc.progress("overlap", stream=_Terminal()) as bar, \
+                    ThreadPoolExecutor(4) as pool:
+                totals = list(pool.map(run, range(16)))
+                bar.segment_start()  # the bar reads its counts: registered again if lost
+                after = bar._counts.read()
+                (x * 2).sum().compute()
+                assert bar._counts.read()[1] > after[1]  # this graph's tasks were counted
+            assert totals == [16000.0 * i for i in range(16)]
+            assert bar.seconds > 0
+            assert users._callback in Callback.active
+        assert all(cb == users._callback for cb in Callback.active)  # the bars' are gone
+    finally:
+        Callback.active.discard(users._callback)
+
+
+def _default_fit_classes():
+    from daskauc._registry import MODEL_CLASSES
+
+    return sorted(MODEL_CLASSES)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # landmarks capped to the rows, rank
+@pytest.mark.parametrize("where", ["threads", pytest.param("cluster", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", _default_fit_classes())
+def test_every_default_fit_inside_nested_progress_blocks_is_kept(name, where, request):
+    """Every registered estimator and transformer, with its defaults (KernelAUC's search and
+    NBAUC's C path run their candidates in threads, which overlapped their graphs), fitted in
+    two nested ``daskauc.progress`` blocks on a terminal: the model is fitted, both blocks
+    end, and no callback is left behind."""
+    from dask.callbacks import Callback
+
+    from daskauc._registry import MODEL_CLASSES
+
+    before = set(Callback.active)
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 4))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=400) > 0, 1, -1)  # linear
+    scheduler = request.getfixturevalue("dask_cluster_client") if where == "cluster" \
+        else "threads"
+    term = _Terminal()
+    with dask.config.set(scheduler=scheduler), daskauc.progress("outer", stream=term) as outer:
+        with daskauc.progress("inner", stream=term) as inner:
+            model = MODEL_CLASSES[name]().fit(X, y)
+    assert outer.seconds >= inner.seconds > 0
+    assert term.getvalue().rstrip().endswith(f"[daskauc] outer: done in {outer.seconds:.2f} s")
+    assert set(Callback.active) == before
+    if hasattr(model, "decision_function"):
+        assert daskauc.roc_auc(y, model.decision_function(X)) > 0.85  # (about 0.95)
+
+
 def test_log_lines_print_above_the_bar():
     """daskauc's epoch lines (the logging convention of dask-ml) appear with the bar."""
     X, y = _data(n=3000)

@@ -95,12 +95,31 @@ class _LocalCounts:
         self.submitted = self.finished = 0
         self._callback = _Counter()
         self._callback.register()
+        self._closed = False
 
     def read(self):
+        self._keep_registered()
         return self.submitted, self.finished
 
+    def _keep_registered(self) -> None:
+        """Register the callback again if a compute dropped it. dask's local scheduler swaps
+        ``Callback.active`` for an empty set while a graph runs and puts its copy back after:
+        two graphs that overlap in two threads (a user's own, or any code computing in a
+        thread pool) put back their copies out of order, and the set taken while the other
+        ran, empty, wins. daskauc's own graphs never swap it (:func:`daskauc._compute.compute`
+        passes the callbacks), so this only repairs what others' overlapping graphs did."""
+        from dask.callbacks import Callback
+
+        if not self._closed and self._callback._callback not in Callback.active:
+            Callback.active.add(self._callback._callback)
+
     def close(self):
-        self._callback.unregister()
+        # discard, not remove: the callback may already be gone (see _keep_registered), and a
+        # fit that finished must never be lost to its progress bar
+        from dask.callbacks import Callback
+
+        self._closed = True
+        Callback.active.discard(self._callback._callback)
 
 
 def _counts_source():
