@@ -55,7 +55,30 @@ def _frame_as_dask(X, name: str) -> da.Array:
     """A dask DataFrame's values as a dask array with known row chunks (one pass to count
     each partition's rows)."""
     check_frame_columns(X, name)
-    return X.to_dask_array(lengths=True)
+    return frame_values(X)
+
+
+def frame_values(frame) -> da.Array:
+    """A dask DataFrame's or Series' values as a dask array with known row chunks: one pass
+    counts the rows of each of the array's own blocks.
+
+    Not ``to_dask_array(lengths=True)``: it counts the rows of the frame's partitions as the
+    optimizer plans them for counting, and the array it builds may have other partitions
+    (two small Parquet files read as one partition when only some columns are read), so it
+    failed with "The number of items in 'lengths' does not match the number of partitions.
+    1 != 2" (dask 2026.8) on a Parquet directory of two files."""
+    with warnings.catch_warnings():  # text labels become an object array, as intended
+        warnings.filterwarnings("ignore", "Dask currently has limited support", UserWarning)
+        values = frame.to_dask_array()
+    rows = compute(values.map_blocks(_rows_of, dtype=np.int64, chunks=(1,),
+                                     drop_axis=list(range(1, values.ndim)),
+                                     token="daskauc-frame-rows"))[0]
+    chunks = (tuple(int(n) for n in rows),) + values.chunks[1:]
+    return da.Array(values.dask, values.name, chunks, dtype=values.dtype)
+
+
+def _rows_of(block) -> np.ndarray:
+    return np.array([len(block)], dtype=np.int64)
 
 
 def check_frame_columns(X, name: str = "X") -> None:
@@ -515,10 +538,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
 
         y = open_dataset(y).y
     if is_dask_frame(y):
-        with warnings.catch_warnings():  # text labels become an object array, as intended
-            warnings.filterwarnings("ignore", "Dask currently has limited support",
-                                    UserWarning)
-            y = y.to_dask_array(lengths=True)
+        y = frame_values(y)
     if isinstance(y, da.Array):
         if y.ndim == 2 and y.shape[1] == 1:
             _warn_column_vector(name)

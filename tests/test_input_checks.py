@@ -148,3 +148,74 @@ def test_pos_label_matches_labels_by_value():
     s = np.array([0.9, 0.1, 0.2, 0.8])
     assert roc_auc(y_str, s, pos_label="yes") == 1.0
     assert roc_auc(y_str, s, pos_label="no") == 0.0
+
+
+# -- X and y from a dask DataFrame of several partitions ----------------------------------------
+def _classifiers():
+    """Every registered classifier, with small settings where a default only costs time (20
+    landmarks, not 1,600, on 600 rows; C and KernelAUC's gamma and lam given, 5 epochs: the
+    searches are tested elsewhere, the input path is under test here)."""
+    from daskauc._registry import MODEL_CLASSES
+
+    small = {"n_landmarks": 20, "n_components": 20, "C": 1e-2, "n_epochs": 5}
+    out = []
+    for name, cls in sorted(MODEL_CLASSES.items()):
+        if not hasattr(cls, "decision_function"):
+            continue
+        params = cls().get_params()
+        given = {k: v for k, v in small.items() if k in params and params[k] != "all"}
+        if name == "KernelAUC":
+            given = {"n_centres": 20, "gamma": "rule", "lam": 1e-3}
+        out.append(pytest.param(cls, given, id=name))
+    return out
+
+
+def _frames(tmp_path, how):
+    """The same 600 rows as (X frame, y series) from a dask DataFrame: read from a Parquet
+    directory of two files, or ``from_pandas`` with X in 3 partitions and y in 2."""
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame(rng.normal(size=(600, 3)), columns=["a", "b", "c"])
+    df["class"] = np.where(df.a - df.b ** 2 + 0.3 * rng.normal(size=600) > -0.5, "g", "h")
+    if how == "parquet":
+        pytest.importorskip("pyarrow")
+        (tmp_path / "t").mkdir()
+        df.iloc[:250].to_parquet(tmp_path / "t" / "part0.parquet")
+        df.iloc[250:].to_parquet(tmp_path / "t" / "part1.parquet")
+        ddf = dd.read_parquet(tmp_path / "t")
+        assert ddf.npartitions == 2
+        return df, ddf[["a", "b", "c"]], ddf["class"]
+    return (df, dd.from_pandas(df[["a", "b", "c"]], npartitions=3),
+            dd.from_pandas(df["class"], npartitions=2))
+
+
+@pytest.mark.filterwarnings("ignore::daskauc.embed.nystroem.NystroemRankWarning")
+@pytest.mark.parametrize("how", ["parquet", "from_pandas"])
+@pytest.mark.parametrize("cls, params", _classifiers())
+def test_x_and_y_from_dask_dataframes_of_several_partitions(tmp_path, how, cls, params):
+    """dask 2026.8's ``to_dask_array(lengths=True)`` counted the partitions of a frame read
+    from two Parquet files as one and failed ("The number of items in 'lengths' does not
+    match the number of partitions. 1 != 2"). The oracle: the same model as from dask arrays
+    of the same rows in the chunks the frames give; from Parquet with the label as a boolean
+    (== 'g') too."""
+    df, X, y = _frames(tmp_path, how)
+    model = cls(**params, random_state=0) if "random_state" in cls().get_params() \
+        else cls(**params)
+    fitted = model.fit(X, y)
+    assert list(fitted.classes_) == ["g", "h"]
+    Xa = X.to_dask_array().compute_chunk_sizes()
+    ya = da.from_array(df["class"].to_numpy(), chunks=(Xa.chunks[0],))
+    expect = type(model)(**model.get_params()).fit(
+        da.from_array(df[["a", "b", "c"]].to_numpy(), chunks=Xa.chunks), ya)
+    rows = df[["a", "b", "c"]]
+    # the same arithmetic but for the order of threaded reductions (KernelAUC's Newton sums)
+    np.testing.assert_allclose(fitted.decision_function(rows),
+                               expect.decision_function(rows.to_numpy()), rtol=1e-6, atol=1e-8)
+    if how != "parquet":
+        return
+    boolean = type(model)(**model.get_params()).fit(X, y == "g")
+    assert list(boolean.classes_) == [False, True]
+    expect = type(model)(**model.get_params()).fit(
+        da.from_array(rows.to_numpy(), chunks=Xa.chunks), ya == "g")
+    np.testing.assert_allclose(boolean.decision_function(rows),
+                               expect.decision_function(rows.to_numpy()), rtol=1e-6, atol=1e-8)
