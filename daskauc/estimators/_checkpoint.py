@@ -320,11 +320,16 @@ def _resumable(est, path: str, data: dict):
     for length in ("n_epochs", "max_iter"):  # a resumed fit may run longer
         mine.pop(length, None)
         theirs.pop(length, None)
-    if type(previous) is not type(est) or _json(mine) != _json(theirs):
+    if type(previous) is not type(est):
         raise ValueError(
-            f"the checkpoint {path} is of {type(previous).__name__}"
-            f"({_json(theirs)}), not of this {type(est).__name__}({_json(mine)}); "
-            "resume with the same estimator or use another checkpoint path")
+            f"the checkpoint {path} is of {type(previous).__name__}, not of "
+            f"{type(est).__name__}; resume with the same estimator or use another checkpoint "
+            "path")
+    differ = _differing(theirs, mine)
+    if differ:
+        raise ValueError(
+            f"the checkpoint {path} was fitted with other parameters: {differ}; resume with "
+            "the checkpoint's values or use another checkpoint path")
     state = getattr(previous, "_solver_state", None)
     if state is None:
         raise ValueError(f"the checkpoint {path} holds no solver state")
@@ -401,6 +406,18 @@ def check_resumed_data(previous, path: str, n_features: int, classes) -> None:
         raise ValueError(f"the checkpoint {path} was fitted on other data "
                          f"({previous.n_features_in_} features, classes "
                          f"{list(previous.classes_)})")
+
+
+def _differing(saved: dict, now: dict) -> str:
+    """``lam=1e-05 in the checkpoint, 1e-06 now; gamma=...``: the parameters whose values
+    differ (compared as a model file stores them)."""
+    def shown(params: dict, name: str) -> str:
+        return json.loads(_json({name: params[name]}))[name] if name in params else "absent"
+
+    names = sorted(set(saved) | set(now))
+    return "; ".join(f"{n}={shown(saved, n)!r} in the checkpoint, {shown(now, n)!r} now"
+                     for n in names if _json({n: saved.get(n)}) != _json({n: now.get(n)})
+                     or (n in saved) != (n in now))
 
 
 def _json(params: dict) -> str:
