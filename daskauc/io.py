@@ -117,6 +117,23 @@ def _sklearn_classes() -> dict[str, type]:
 
 _PIPELINE = "sklearn.pipeline.Pipeline"
 
+#: parameters a model file never sets, by class: their value acts on the machine that loads
+#: and refits the model, beyond the model itself. save_model refuses a model that sets one,
+#: and load_model a file that does (:func:`_refused_params`, the one rule for both)
+_REFUSED_PARAMS = {
+    _PIPELINE: {"memory": "a cache of fitted steps on disk, which a refit writes as joblib "
+                          "pickles and unpickles on a cache hit"},
+}
+
+
+def _refused_params(class_name: str, params: dict) -> str | None:
+    """``memory='/tmp/c' (a cache of fitted steps ...)`` when ``params`` of a ``class_name``
+    set a parameter that no model file may set (:data:`_REFUSED_PARAMS`), else None."""
+    for name, why in _REFUSED_PARAMS.get(class_name, {}).items():
+        if params.get(name) is not None:
+            return f"{name}={params[name]!r} ({why})"
+    return None
+
 
 def _class_name(est) -> str:
     """The name a model file gives the class of ``est`` (a TypeError naming the classes it
@@ -167,7 +184,12 @@ def _read_pipeline(group: zarr.Group, attrs: dict, path: str, where: str, at: st
     built = [(name, "passthrough" if sub is None else
               _read_estimator(subgroups[sub], path, f"{where}/{sub}".lstrip("/")))
              for name, sub in steps]
-    return Pipeline(built, **_unjson(attrs["params"], f"{at} params"))
+    params = _unjson(attrs["params"], f"{at} params")
+    refused = _refused_params(_PIPELINE, params)
+    if refused:
+        raise ModelFileError(f"{at}: a Pipeline with {refused} is refused; a model file never "
+                             "sets it (save_model refuses it too)")
+    return Pipeline(built, **params)
 
 
 def _write_estimator(group: zarr.Group, est) -> None:
@@ -438,9 +460,10 @@ def _check_savable_tree(est) -> None:
     from sklearn.pipeline import Pipeline
 
     if isinstance(est, Pipeline):
-        if est.memory is not None:
-            raise TypeError("cannot save a Pipeline with memory= (a cache of fitted steps on "
-                            "disk); set memory=None before saving")
+        refused = _refused_params(_PIPELINE, est.get_params(deep=False))
+        if refused:
+            raise TypeError(f"cannot save a Pipeline with {refused}; set it to None before "
+                            "saving")
         for _, step in est.steps:
             if step is not None and not (isinstance(step, str) and step == "passthrough"):
                 _class_name(step)

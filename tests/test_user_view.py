@@ -446,6 +446,27 @@ def test_save_model_refuses_what_it_cannot_rebuild_before_writing(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize("nested", [False, True])
+def test_load_model_refuses_what_save_model_refuses(tmp_path, nested):
+    """A model file whose Pipeline (or a Pipeline nested in it) sets memory= loaded, and a
+    refit then wrote joblib pickles to the directory the file chose and unpickled them on a
+    cache hit. load_model applies save_model's refusals, before any estimator is built."""
+    import zarr
+    from sklearn.pipeline import make_pipeline
+
+    X, y = _data(n=300)
+    inner = make_pipeline(daskauc.StandardScaler(), daskauc.RankSVM(C=1.0))
+    pipe = (make_pipeline(daskauc.MinMaxScaler(), inner) if nested else inner).fit(X, y)
+    daskauc.save_model(pipe, tmp_path / "m")
+    group = zarr.open_group(tmp_path / "m" / ("step1" if nested else ""), mode="r+")
+    group.attrs["params"] = {**group.attrs["params"], "memory": str(tmp_path / "cache")}
+    with pytest.raises(daskauc.io.ModelFileError,
+                       match=r"a Pipeline with memory='.*cache' \(a cache of fitted steps on "
+                             r"disk, .*pickles.*\) is refused"):
+        daskauc.load_model(tmp_path / "m")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_the_c_path_says_each_candidate_i_of_n_time_left_and_the_choice(caplog):
     """C="auto" logs one line per C (its validation AUC, the best so far, i of N, the time
     left) and the chosen C, and not the hundreds of Newton steps inside the path (they are
