@@ -4,8 +4,10 @@ task. The ground floor: every layer computes through here."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import threading
 
 
 def distributed_client():
@@ -56,13 +58,15 @@ async def _loop_round_trip() -> None:
 def compute(*collections, **kwargs):
     """``dask.compute`` for daskauc's graphs: the releases of earlier results go first, and
     this result's release is sent before it returns, so that the next graph (daskauc's, or
-    the caller's own ``.compute()``) never overtakes it (:func:`flush_releases`). Every
-    compute in the package goes through here."""
+    the caller's own ``.compute()``) never overtakes it (:func:`flush_releases`); on dask's
+    local schedulers, graphs overlapping in threads keep the registered callbacks
+    (:func:`_callbacks_kept`). Every compute in the package goes through here."""
     import dask
 
     flush_releases()
     try:
-        return dask.compute(*collections, **_local_callbacks(collections, kwargs))
+        with _callbacks_kept(collections, kwargs):
+            return dask.compute(*collections, **kwargs)
     finally:
         flush_releases()
 
@@ -72,30 +76,80 @@ def persist(*collections, **kwargs):
     import dask
 
     flush_releases()
-    return dask.persist(*collections, **_local_callbacks(collections, kwargs))
+    with _callbacks_kept(collections, kwargs):
+        return dask.persist(*collections, **kwargs)
 
 
-def _local_callbacks(collections, kwargs: dict) -> dict:
-    """``kwargs`` with ``callbacks=`` the dask callbacks active now, for dask's local
-    schedulers (threaded, synchronous, processes).
+_callbacks_lock = threading.Lock()
+_overlapping = 0  # daskauc graphs running on a local scheduler now
+_registered = None  # the callback set before the first of them started
 
-    Without it, every local graph swaps the global ``dask.callbacks.Callback.active`` for an
-    empty set while it runs and puts its copy back after. Two graphs overlapping in two
-    threads (daskauc's read-ahead, a search's parallel solves) put their copies back out of
-    order, and a copy taken while the other ran, empty, wins: the callbacks registered meanwhile
-    (a progress bar, a user's ``ProgressBar().register()``) were lost, and unregistering them
-    raised KeyError after the fit had finished. With the callbacks passed, the global set is
-    read, never swapped."""
+
+@contextlib.contextmanager
+def _callbacks_kept(collections, kwargs: dict):
+    """Run a graph on dask's local schedulers (threaded, synchronous, processes) without
+    losing the registered callbacks.
+
+    Each local graph swaps the global ``dask.callbacks.Callback.active`` for an empty set
+    while it runs (so that graphs computed inside its tasks do not call them) and puts its
+    copy back after. Graphs overlapping in threads (a search's parallel solves, read-ahead)
+    put their copies back out of order, and a copy taken while another ran, empty, won: the
+    callbacks were lost (a progress bar's, a user's ``ProgressBar().register()``), and
+    unregistering them raised KeyError after the fit had finished. The set as it was before
+    the first of overlapping graphs is put back when the last ends; dask's own swap, and so
+    what graphs inside tasks see, is unchanged."""
+    global _overlapping, _registered
     import dask
-
-    if "callbacks" in kwargs or kwargs.get("scheduler") is not None:
-        return kwargs
     from dask.callbacks import Callback
 
     graphs = [c for c in collections if dask.is_dask_collection(c)]
-    if graphs and _scheduler_is_local(dask.base.get_scheduler(collections=graphs)):
-        return {**kwargs, "callbacks": tuple(Callback.active)}
-    return kwargs
+    local = ("callbacks" not in kwargs and graphs and _scheduler_is_local(
+        dask.base.get_scheduler(scheduler=kwargs.get("scheduler"), collections=graphs)))
+    if not local:
+        yield
+        return
+    with _callbacks_lock:
+        if _overlapping == 0:
+            _registered = Callback.active
+        _overlapping += 1
+    try:
+        yield
+    finally:
+        with _callbacks_lock:
+            _overlapping -= 1
+            if _overlapping == 0:
+                Callback.active, _registered = _registered, None
+
+
+def unregister_callback(callback) -> None:
+    """Remove a dask callback (its ``_callback`` tuple) from the registered set, also from the
+    set a running graph will put back (:func:`_callbacks_kept`); no error if it is gone."""
+    from dask.callbacks import Callback
+
+    with _callbacks_lock:
+        Callback.active.discard(callback)
+        if _registered is not None:
+            _registered.discard(callback)
+
+
+def register_callback(callback) -> None:
+    """Add a dask callback (its ``_callback`` tuple) to the registered set, also to the set a
+    running daskauc graph will put back (:func:`_callbacks_kept`)."""
+    from dask.callbacks import Callback
+
+    with _callbacks_lock:
+        Callback.active.add(callback)
+        if _registered is not None:
+            _registered.add(callback)
+
+
+def callback_registered(callback) -> bool:
+    """Whether a dask callback (its ``_callback`` tuple) is registered: in the set a running
+    daskauc graph will put back (:func:`_callbacks_kept`), else in the current set."""
+    from dask.callbacks import Callback
+
+    with _callbacks_lock:
+        return callback in (_registered if _registered is not None else Callback.active)
 
 
 def _scheduler_is_local(get) -> bool:

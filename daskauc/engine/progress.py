@@ -29,6 +29,8 @@ import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from .._compute import callback_registered, register_callback, unregister_callback
+
 logger = logging.getLogger("daskauc")
 
 #: seconds between redraws of a bar on a terminal
@@ -93,33 +95,27 @@ class _LocalCounts:
                 counts.finished += 1
 
         self.submitted = self.finished = 0
-        self._callback = _Counter()
-        self._callback.register()
+        self._callback = _Counter()._callback
         self._closed = False
+        register_callback(self._callback)
 
     def read(self):
         self._keep_registered()
         return self.submitted, self.finished
 
     def _keep_registered(self) -> None:
-        """Register the callback again if a compute dropped it. dask's local scheduler swaps
-        ``Callback.active`` for an empty set while a graph runs and puts its copy back after:
-        two graphs that overlap in two threads (a user's own, or any code computing in a
-        thread pool) put back their copies out of order, and the set taken while the other
-        ran, empty, wins. daskauc's own graphs never swap it (:func:`daskauc._compute.compute`
-        passes the callbacks), so this only repairs what others' overlapping graphs did."""
-        from dask.callbacks import Callback
-
-        if not self._closed and self._callback._callback not in Callback.active:
-            Callback.active.add(self._callback._callback)
+        """Register the callback again if graphs dropped it: dask's local scheduler swaps
+        ``Callback.active`` for an empty set while a graph runs and puts its copy back after,
+        so a user's own graphs overlapping in threads can put back a copy taken while
+        another ran (daskauc's own graphs keep the set: :func:`daskauc._compute.compute`)."""
+        if not self._closed and not callback_registered(self._callback):
+            register_callback(self._callback)
 
     def close(self):
-        # discard, not remove: the callback may already be gone (see _keep_registered), and a
-        # fit that finished must never be lost to its progress bar
-        from dask.callbacks import Callback
-
+        # no error if the callback is gone already: a fit that finished must never be lost
+        # to its progress bar
         self._closed = True
-        Callback.active.discard(self._callback._callback)
+        unregister_callback(self._callback)
 
 
 def _counts_source():
