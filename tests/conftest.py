@@ -23,6 +23,26 @@ _WARMUP = ("import sys, dask; dask.config.set(scheduler='synchronous'); "
            "from daskauc.estimators._warmup import warm_up; warm_up(sys.argv[1])")
 
 
+#: modules whose tests start processes (the command line's local clusters, real scheduler and
+#: worker processes, killed writers), inject faults or serve object storage: ``-m slow``
+SLOW_MODULES = {"test_faults", "test_cli_faults", "test_multihost", "test_cold_start",
+                "test_ingest_faults", "test_s3", "test_cli", "test_readme"}
+#: a test that takes one of these (directly or through another fixture) runs on a real
+#: cluster: ``-m slow`` too (a test that asks for one by ``request.getfixturevalue`` says so
+#: with its own mark)
+CLUSTER_FIXTURES = {"dask_cluster_client", "_session_cluster_client"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the real-cluster, process and fault tests ``slow`` by the rules above, so that
+    ``pytest -m "not slow"`` is the fast subset (every oracle test on the threaded
+    scheduler), and the README's command runs them all."""
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        if module in SLOW_MODULES or CLUSTER_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionstart(session):
     """``daskauc warmup`` in a second process, at low priority, while the first tests run.
 

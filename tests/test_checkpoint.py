@@ -231,6 +231,7 @@ def kill_mid_fit(store, ck, cls: str, params: dict, *, after_steps: int, timeout
     ("KernelAUC", {"n_centres": 300, "gamma": 0.05, "lam": 1e-7, "tol": 1e-9, "max_iter": 7,
                    "solver": "kernel", "random_state": 3}, 2),  # 7 steps: the suite's time
 ])
+@pytest.mark.slow  # starts processes
 def test_a_fit_killed_mid_run_resumes_to_the_same_model(tmp_path, cls, params, after):
     import daskauc
 
@@ -253,6 +254,7 @@ def test_a_fit_killed_mid_run_resumes_to_the_same_model(tmp_path, cls, params, a
     assert resumed.n_iter_ == straight.n_iter_
 
 
+@pytest.mark.slow  # starts processes
 def test_cli_checkpoint_and_resume(tmp_path, monkeypatch, capsys):
     import daskauc.engine.cluster as cluster_mod
 

@@ -267,6 +267,7 @@ def test_a_missing_model_chunk_is_an_error_not_auc_one_half(store, tmp_path, cap
 # ------------------------------------------------------------------------------- paths
 
 
+@pytest.mark.slow  # starts processes
 def test_relative_paths_reach_workers_started_elsewhere(tmp_path, monkeypatch, capsys):
     """The reported case: ``daskauc --scheduler ... fit rel.zarr m`` with workers started in
     another directory read no chunks and said "y has a single class ([0])"."""
@@ -377,6 +378,7 @@ def test_a_second_concurrent_writer_does_not_replace_the_first(tmp_path):
     assert open_store(target)["X"][0, 0] == 3.0
 
 
+@pytest.mark.slow  # starts processes
 def test_two_concurrent_cli_ingests_one_wins_one_says_why(tmp_path):
     X, y = _data(n=20000, d=20)
     src = tmp_path / "d.csv"
@@ -393,6 +395,7 @@ def test_two_concurrent_cli_ingests_one_wins_one_says_why(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 
+@pytest.mark.slow  # starts processes
 def test_leftovers_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -415,6 +418,7 @@ def test_leftovers_of_killed_writers_are_removed_by_the_next_write(tmp_path):
     assert left == sorted([live.name, other_host.name])
 
 
+@pytest.mark.slow  # starts processes
 def test_a_replace_killed_between_its_renames_is_undone(store, tmp_path):
     """overwrite=True moves the old store aside, then the new one in: a kill in between left
     no store at the path. The next open (or write) moves the old one back."""
@@ -457,6 +461,7 @@ def test_overwriting_a_regular_file_leaves_nothing_behind(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
 
 
+@pytest.mark.slow  # starts processes
 def test_only_a_complete_store_is_ever_restored(tmp_path):
     import shutil
     import socket
@@ -534,6 +539,7 @@ def test_a_tampered_shape_is_refused_before_allocating(model_path):
     (lambda a: a["params"].update(evil=1), r"no parameter\(s\) \['evil'\]"),
     (lambda a: a.update(children=["embedding_"]), "sub-estimator 'embedding_' is missing"),
 ])
+@pytest.mark.slow  # starts processes
 def test_a_tampered_model_is_a_clear_error(model_path, edit, message, capsys):
     _edit_attrs(model_path, edit)
     with pytest.raises(ModelFileError, match=message):
@@ -656,3 +662,28 @@ def test_small_input_errors_say_what_is_wrong(tmp_path):
 
     with pytest.raises(IsADirectoryError, match="is a directory"):
         ingest(tmp_path, tmp_path / "c.zarr")
+
+
+def test_a_store_with_a_foreign_child_says_so(tmp_path):
+    """A store copied (or written by other software) inside another: the outer store said
+    "is damaged ... restore or write it again" although its bytes were intact. It names the
+    child, says its own data is intact, and opens again once the child is moved out."""
+    import shutil
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 3)), np.where(rng.normal(size=60) > 0, 1, -1)
+    host, other = tmp_path / "host.zarr", tmp_path / "other.zarr"
+    ingest_array(X, y, host, chunk_rows=20)
+    save_model(LSAUC().fit(X, y), other)
+    shutil.copytree(other, host / "ck.zarr")  # as a checkpoint written inside it did
+    with pytest.raises(StoreIntegrityError) as err:
+        open_dataset(host)
+    message = str(err.value)
+    assert "'ck.zarr', a daskauc model store" in message and "own data is intact" in message
+    assert "damaged" not in message
+    shutil.move(host / "ck.zarr", tmp_path / "moved.zarr")
+    np.testing.assert_array_equal(open_dataset(host).X.compute(), X)
+    zarr.open_group(host, mode="r+").create_array("extra", data=np.arange(5))  # not daskauc's
+    with pytest.raises(StoreIntegrityError, match="holds 'extra', a Zarr array, which its "
+                                                  "writer did not write"):
+        open_dataset(host)

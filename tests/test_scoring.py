@@ -5,6 +5,7 @@ no output replaced unasked or left looking complete by a failed or killed run.""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from helpers import ComputeCounter
+from helpers import ComputeCounter, damaged_parquet
 
 from daskauc import (
     KMeansNystroem,
@@ -194,7 +195,10 @@ class _Recorder:
     def __init__(self, fmap):
         self.fmap, self.rows = fmap, []
         self.n_components_, self.n_features_in_ = fmap.n_components_, fmap.n_features_in_
-        self.landmarks_ = fmap.landmarks_
+        # what the map's digest is made of (scoring checks it is the model's map)
+        for name in ("landmarks_", "projection_", "gamma_", "scaler_mean_", "scaler_scale_"):
+            if hasattr(fmap, name):
+                setattr(self, name, getattr(fmap, name))
 
     def transform(self, X):
         self.rows.append(len(X))
@@ -305,6 +309,7 @@ daskauc.write_scores(model, sys.argv[2], sys.argv[3], map=Slow(), chunk_rows=20)
 """
 
 
+@pytest.mark.slow  # starts processes
 def test_a_killed_writer_leaves_nothing_that_opens_as_complete(data, tmp_path):
     """SIGKILL in the middle of a Parquet output leaves only a hidden directory without the
     record, which the next write of the output removes (a Zarr output is written by the
@@ -379,3 +384,144 @@ def test_predict_command(data, tmp_path, capsys, dask_cluster_client, monkeypatc
     _, s = _zarr(str(tmp_path / "s.zarr"))
     _assert_scores(s["decision_function"], s["probability"], data["linear"], data["X"])
     assert open_dataset(p("raw.zarr")).n_samples == N  # the input untouched
+
+
+@pytest.fixture
+def cluster(_session_cluster_client):
+    """The session's cluster for the commands (DASKAUC_SCHEDULER) of a test whose own
+    write_scores calls run on the threaded scheduler: dask's local schedulers wait for the
+    writes in flight before removing a failed output, so nothing hidden is left beside it."""
+    return _session_cluster_client
+
+
+def test_a_damaged_parquet_page_is_named_not_scored(data, tmp_path, capsys, cluster,
+                                                   monkeypatch):
+    """A later file of the input with a data page altered (its checksum written): the pass
+    stops naming the file, nothing is written; unchecked it scored a wrong row."""
+    src = _parquet_input(tmp_path / "in", data["X"], data["y"], ids=np.arange(N))
+    bad = os.path.join(src, "part.1.parquet")
+    table = pq.read_table(bad)
+    damaged_parquet(table, bad, "x0")
+    assert pq.read_table(bad)["x0"].to_pylist()[-1] != table["x0"].to_pylist()[-1]
+    damaged = rf"{re.escape(bad)}: its data is damaged \(a page checksum mismatch"
+    for fmt in ("parquet", "zarr"):
+        out = str(tmp_path / f"scores.{fmt}")
+        with pytest.raises(ValueError, match=damaged):
+            write_scores(data["named"], src, out, id_column="key", chunk_rows=100)
+        assert _listing(out) == ["in"]  # during the pass: nothing written, nothing hidden
+    save_model(data["named"], str(tmp_path / "named"))
+    monkeypatch.setenv("DASKAUC_SCHEDULER", cluster.scheduler.address)
+    assert main(["predict", str(tmp_path / "named"), src, out, "--id-column", "key"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the steps' own lines
+    assert last.startswith("daskauc predict: error: ") and re.search(damaged, last)
+    assert sorted(os.listdir(tmp_path)) == ["in", "named"]
+
+
+@pytest.fixture(scope="module")
+def colours(tmp_path_factory):
+    """A model whose features are those of a store ingested with categorical="onehot"
+    (colour=blue, colour=red), saved; a Parquet input of two files whose text column has a
+    value the ingest never saw ("green", first in row 137 of the input, in its second file)."""
+    tmp = tmp_path_factory.mktemp("colours")
+    rng = np.random.default_rng(1)
+    colour = rng.choice(["blue", "red"], N).astype(object)
+    a = rng.normal(size=N)
+    X = pd.DataFrame({"a": a, "colour=blue": colour == "blue", "colour=red": colour == "red"},
+                     dtype=np.float64)
+    model = PairwiseHingeSGD(n_epochs=2, random_state=0).fit(X, (a + (colour == "red")) > 0.5)
+    save_model(model, str(tmp / "model"))
+    colour[[137, 150]] = "green"  # in one chunk of 60 rows: the first is named
+    src = tmp / "in"
+    os.makedirs(src)
+    df = pd.DataFrame({"key": np.arange(N), "a": a, "colour": colour})
+    df.iloc[:100].to_parquet(src / "part.0.parquet")
+    df.iloc[100:].to_parquet(src / "part.1.parquet", row_group_size=50)
+    zeros = X.assign(**{"colour=blue": (colour == "blue") * 1.0,
+                        "colour=red": (colour == "red") * 1.0})
+    return {"model": model, "path": str(tmp / "model"), "src": str(src), "X": zeros}
+
+
+def test_a_category_unseen_at_ingest_is_refused_or_zeros_when_asked(
+        colours, tmp_path, capsys, cluster, monkeypatch):
+    """A value of a one-hot column the model never saw was scored as all zeros without a
+    word. As scikit-learn's OneHotEncoder: refused by default, naming the column, the value
+    and the row; handle_unknown="ignore" (--handle-unknown ignore) scores it as zeros."""
+    unseen = re.escape(f"{colours['src']}: column 'colour' has the value 'green' in row 137 "
+                       "(0-based), which the model was not fitted on")
+    out = str(tmp_path / "scores.parquet")
+    with pytest.raises(ValueError, match=unseen + r".*'blue', 'red'.*handle_unknown="):
+        write_scores(colours["model"], colours["src"], out, id_column="key", chunk_rows=60)
+    assert _listing(out) == []  # during the pass: nothing written
+    with pytest.raises(ValueError, match="handle_unknown must be one of"):
+        write_scores(colours["model"], colours["src"], out, handle_unknown="zeros")
+    done = write_scores(colours["model"], colours["src"], out, id_column="key",
+                        handle_unknown="ignore")
+    assert done.n_rows == N
+    df = _parquet(out)
+    _assert_scores(df["decision_function"], df["probability"], colours["model"], colours["X"])
+    monkeypatch.setenv("DASKAUC_SCHEDULER", cluster.scheduler.address)
+    assert main(["predict", colours["path"], colours["src"], str(tmp_path / "s.zarr")]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("daskauc predict: error: ") and re.search(unseen, last)
+    assert _listing(str(tmp_path / "s.zarr")) == ["scores.parquet"]
+    assert main(["predict", colours["path"], colours["src"], str(tmp_path / "s.zarr"),
+                 "--handle-unknown", "ignore"]) == 0
+    _, s = _zarr(str(tmp_path / "s.zarr"))
+    np.testing.assert_allclose(s["decision_function"], df["decision_function"], rtol=1e-12)
+
+
+def test_parquet_files_that_disagree_are_named_before_any_work(data, tmp_path):
+    """Every file's columns are compared from the footers before any work: a column the
+    scoring reads must be in every file with one type; an unused one may differ. A model
+    without feature names takes every numeric column: one only in a later file is refused
+    (it was dropped without a word)."""
+    src = _parquet_input(tmp_path / "in", data["X"], data["y"], ids=np.arange(N), order=NAMES,
+                         extra=False)
+    later = os.path.join(src, "part.1.parquet")
+    table = pq.read_table(later)
+    out = str(tmp_path / "scores.parquet")
+    cases = {
+        "z": (table.append_column("z", pa.array(np.ones(len(table)))),
+              "has a column 'z' that", data["linear"]),
+        "x2": (table.drop_columns(["x2"]), "lacks the column 'x2' that", data["named"]),
+        "x1": (table.set_column(2, "x1", table["x1"].cast(pa.float32())),
+               "column 'x1' is float there but double", data["named"]),
+    }
+    for name, (changed, what, model) in cases.items():
+        pq.write_table(changed, later)
+        with pytest.raises(ValueError, match=rf"{re.escape(later)}.*{what} .*part.0.parquet"):
+            write_scores(model, src, out, id_column="key")
+        assert _listing(out) == ["in"], name
+    # unused by a model with names: an extra column, and a text column in one file only
+    pq.write_table(table.append_column("z", pa.array(np.ones(len(table))))
+                   .append_column("note", pa.array(["n"] * len(table))), later)
+    write_scores(data["named"], src, out, id_column="key")
+    frame = pd.DataFrame(data["X"].astype(np.float64), columns=NAMES)
+    df = _parquet(out)
+    _assert_scores(df["decision_function"], df["probability"], data["named"], frame)
+
+
+def test_an_output_name_that_is_not_utf8(data, tmp_path, capsysbinary, cluster, monkeypatch):
+    """A Parquet output whose name is not UTF-8 (bytes, a str of os.fsdecode, the command
+    line's argument) failed with only UnicodeEncodeError: pyarrow takes str paths that it
+    encodes as UTF-8. The part files are opened by Python and handed to the writer."""
+    raw = os.fsencode(tmp_path)
+    for output in (raw + b"/\xff.parquet", os.fsdecode(raw + b"/\xfe.parquet"),
+                   raw + b"/\xfd.zarr"):
+        done = write_scores(data["linear"], data["p"]("raw.zarr"), output, chunk_rows=300)
+        assert done.n_rows == N
+    for name in (b"\xff.parquet", b"\xfe.parquet"):
+        where = os.path.join(raw, name)
+        parts = sorted(f for f in os.listdir(where) if f.endswith(b".parquet"))
+        assert len(parts) == 2 and os.path.exists(os.path.join(where, b"_daskauc.json"))
+        with open(os.path.join(where, parts[0]), "rb") as f:
+            head = pq.read_table(f).to_pandas()
+        np.testing.assert_array_equal(head["id"], np.arange(300))
+        _assert_scores(head["decision_function"], head["probability"], data["linear"],
+                       data["X"][:300])
+    out = os.fsdecode(raw + b"/\xfc.parquet")  # as Python gives sys.argv
+    monkeypatch.setenv("DASKAUC_SCHEDULER", cluster.scheduler.address)
+    assert main(["predict", data["p"]("linear"), data["p"]("raw.zarr"), out]) == 0
+    assert raw + b"/\xfc.parquet: 600 rows scored" in capsysbinary.readouterr().out
+    assert sorted(os.listdir(raw)) == [b"\xfc.parquet", b"\xfd.zarr", b"\xfe.parquet",
+                                       b"\xff.parquet"]

@@ -99,7 +99,7 @@ def test_progress_without_a_terminal_prints_start_and_end_lines():
     assert "\r" not in out.getvalue()  # nothing redrawn in a log file
 
 
-@pytest.mark.parametrize("on_cluster", [False, True])
+@pytest.mark.parametrize("on_cluster", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_progress_bar_counts_tasks_and_epochs(on_cluster, request, monkeypatch):
     """The bar's text: the solver's epoch count and the tasks finished of those submitted,
     read from the scheduler plugin on a cluster, from a dask callback on threads."""
@@ -124,38 +124,63 @@ def test_progress_bar_counts_tasks_and_epochs(on_cluster, request, monkeypatch):
     assert drawn.rstrip().splitlines()[-1].endswith(f"[daskauc] fit: done in {bar.seconds:.2f} s")
 
 
-def test_overlapping_graphs_in_threads_keep_the_bar_and_the_users_callbacks():
-    """dask's local scheduler swaps the global callback set for an empty one while a graph runs
-    and puts its copy back after: graphs overlapping in threads (a search's parallel solves)
-    put theirs back out of order, the bar's callback was lost, and closing the bar raised
-    KeyError from ``Callback.unregister`` after the fit had finished (the model was lost).
-    daskauc's graphs now pass the callbacks and leave the set alone; the bar repairs what a
-    user's own overlapping graphs do."""
+def _overlapping_graphs(run):
+    """Two graphs in two threads, ordered so that dask's local scheduler loses the callbacks:
+    A starts (keeping the set), B starts (keeping the empty set A left while it runs), A
+    ends (putting its set back), B ends (putting the empty one back). ``run(graph)``
+    computes a graph; returns both results."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    b_started, a_done = threading.Event(), threading.Event()
+
+    def a_task(_):
+        assert b_started.wait(10)
+        return 1
+
+    def b_task(_):
+        b_started.set()
+        assert a_done.wait(10)
+        return 2
+
+    a = dask.delayed(a_task)(0)
+    b = dask.delayed(b_task)(0)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(run, a)
+        second = pool.submit(run, b)
+        result_a = first.result(timeout=20)
+        a_done.set()
+        return result_a, second.result(timeout=20)
+
+
+@pytest.mark.parametrize("whose", ["daskauc", "user"])
+def test_overlapping_graphs_in_threads_keep_the_bar_and_the_users_callbacks(whose):
+    """dask's local scheduler swaps the global callback set for an empty one while a graph runs
+    and puts its copy back after: graphs overlapping in threads (KernelAUC's search) put
+    theirs back out of order, the bar's callback was lost, and closing the bar raised
+    KeyError from ``Callback.unregister`` after the fit had finished (the model was lost).
+    daskauc's graphs now keep the set (a user's ``ProgressBar().register()`` too); the bar
+    registers itself again when a user's own overlapping graphs dropped it."""
     from dask.callbacks import Callback
     from dask.diagnostics import ProgressBar
 
     from daskauc._compute import compute
 
-    x = dask.array.ones((4000, 4), chunks=100)
+    run = (lambda g: compute(g)[0]) if whose == "daskauc" else (lambda g: g.compute())
     users = ProgressBar(out=io.StringIO())
     users.register()
     try:
-        for run in (lambda i: compute((x * i).sum())[0],  # daskauc's graphs
-                    lambda i: (x * i).sum().compute()):  # a user's own, in their threads
-            with dask.config.set(scheduler="threads"), \
-                    daskauc.progress("overlap", stream=_Terminal()) as bar, \
-                    ThreadPoolExecutor(4) as pool:
-                totals = list(pool.map(run, range(16)))
-                bar.segment_start()  # the bar reads its counts: registered again if lost
-                after = bar._counts.read()
-                (x * 2).sum().compute()
-                assert bar._counts.read()[1] > after[1]  # this graph's tasks were counted
-            assert totals == [16000.0 * i for i in range(16)]
-            assert bar.seconds > 0
-            assert users._callback in Callback.active
-        assert all(cb == users._callback for cb in Callback.active)  # the bars' are gone
+        with dask.config.set(scheduler="threads"), \
+                daskauc.progress("overlap", stream=_Terminal()) as bar:
+            assert _overlapping_graphs(run) == (1, 2)
+            before = bar._counts.read()  # registered again if lost
+            dask.delayed(sum)([1, 2]).compute()
+            assert bar._counts.read()[1] > before[1]  # this graph's task was counted
+        assert bar.seconds > 0
+        if whose == "daskauc":
+            assert Callback.active == {users._callback}  # the bar's gone, the user's kept
+        else:  # dask's own swap lost the user's; the bar's is gone all the same
+            assert bar._counts._callback not in Callback.active
     finally:
         Callback.active.discard(users._callback)
 
@@ -295,6 +320,7 @@ def test_cli_inputs_checked_before_the_cluster_starts(tmp_path, capsys):
     assert "--plot" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # starts processes
 def test_cli_json_results_plots_and_streams(tmp_path, capsys):
     """Results on stdout (JSON with --json), progress and logs on stderr; the history and
     ROC figures written."""
@@ -326,6 +352,7 @@ def test_cli_json_results_plots_and_streams(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # starts processes
 def test_cli_demo_cleans_up_its_temporary_directory(tmp_path, capsys, monkeypatch):
     from daskauc.cli import main
 
@@ -336,6 +363,7 @@ def test_cli_demo_cleans_up_its_temporary_directory(tmp_path, capsys, monkeypatc
     assert not [p for p in os.listdir(tmp_path) if p.startswith("daskauc-demo-")]
 
 
+@pytest.mark.slow  # starts processes
 def test_cli_cluster_is_reused_by_later_commands(tmp_path):
     """`daskauc cluster` in its own process; a later command uses it (no cluster started),
     and Ctrl-C stops it and removes its scheduler file."""
@@ -379,6 +407,7 @@ def test_cli_fit_plot_of_an_epoch_method_needs_validation(tmp_path, capsys):
     assert time.perf_counter() - tic < 3 and not (tmp_path / "m").exists()
 
 
+@pytest.mark.slow  # starts processes
 def test_cli_warnings_are_one_line_with_what_to_do(tmp_path, _session_cluster_client):
     """A NystroemRankWarning printed 600 characters with its source line and pointed at
     eig_tol, which the command line has no option for: now one line naming --landmarks (in
@@ -510,6 +539,7 @@ def test_the_bar_shows_the_search_and_its_time_left():
     assert "C path 2/4 best 0.75000" in text and "s left in the search" in text
 
 
+@pytest.mark.slow  # starts processes
 def test_the_bar_updates_in_place_in_a_jupyter_kernel():
     """In a notebook the bar is a display updated in place (stderr is no terminal there: it
     only printed a start and an end line): run in a real IPython kernel, the messages are one
