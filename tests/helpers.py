@@ -100,3 +100,22 @@ class ExternalCluster:
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
             p.wait()
+
+
+def damaged_parquet(table, path, column: str) -> str:
+    """``table`` (pyarrow) written to ``path`` with page checksums (as Spark writes them),
+    plain and uncompressed, then one bit of ``column``'s data page flipped (its last value:
+    the footer untouched, so the file opens and, unchecked, reads one wrong value)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path, write_page_checksum=True, compression="none",
+                   use_dictionary=False)
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(
+        table.schema.get_field_index(column))
+    end = chunk.data_page_offset + chunk.total_compressed_size
+    with open(path, "r+b") as f:
+        f.seek(end - 1)
+        last = f.read(1)[0]
+        f.seek(end - 1)
+        f.write(bytes([last ^ 1]))
+    return str(path)

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from helpers import damaged_parquet
 
 import daskauc
 from daskauc import cli
@@ -299,3 +303,125 @@ def test_boolean_labels_ingest(tmp_path):
     X = np.arange(20.0).reshape(10, 2)
     ds = daskauc.ingest_array(X, X[:, 0] > 8, tmp_path / "b.zarr")
     assert ds.attrs["classes"] == [[False], [True]] and ds.attrs["n_positive"] == 5
+
+
+def test_a_damaged_parquet_page_is_named_not_ingested(tmp_path, capsys):
+    """A file written with page checksums (Spark's default), one bit of a data page flipped:
+    pyarrow reads it without a word unless asked to verify the checksums; daskauc asks, in
+    the pass over the rows and in the one-hot levels' pass."""
+    df = _frame(300)[["a", "colour", "class"]]
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    bad = damaged_parquet(table, tmp_path / "a.parquet", "a")
+    assert not np.array_equal(pq.read_table(bad)["a"].to_numpy(), df["a"].to_numpy())
+    store = tmp_path / "s.zarr"
+    damaged = rf"{re.escape(bad)}: its data is damaged \(a page checksum mismatch"
+    with pytest.raises(ValueError, match=damaged):  # during the pass, nothing written
+        daskauc.ingest(bad, store, drop=["colour"])
+    assert os.listdir(tmp_path) == ["a.parquet"]
+    assert cli.main(["ingest", bad, os.fspath(store), "--drop", "colour"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the step's own line
+    assert last.startswith("daskauc ingest: error: ") and re.search(damaged, last)
+    bad = damaged_parquet(table, tmp_path / "c.parquet", "colour")
+    with pytest.raises(ValueError, match=rf"{re.escape(bad)}: its data is damaged"):
+        daskauc.ingest(bad, store, categorical="onehot")  # the levels' pass: before any work
+    assert not os.path.exists(store)
+
+
+def test_two_features_with_one_name_are_refused_before_any_work(tmp_path):
+    """A numeric column "colour=red" beside a text column "colour" one-hot encoded, or a
+    header naming two columns alike: the model would have two features of one name, and
+    scoring the raw table would feed one column into both."""
+    df = pd.DataFrame({"colour=red": [0.5, 1.5, 2.5, 3.5], "colour": ["red", "blue"] * 2,
+                       "class": [0, 1, 0, 1]})
+    df.to_parquet(tmp_path / "t.parquet")
+    store = tmp_path / "s.zarr"
+    with pytest.raises(ValueError, match=re.escape(
+            "feature name 'colour=red' comes from the numeric column 'colour=red' and from "
+            "the one-hot column 'colour' (value 'red')")):
+        daskauc.ingest(tmp_path / "t.parquet", store, categorical="onehot")
+    # a Parquet file with two columns of one name, and CSV headers, by each reader
+    pq.write_table(pa.table([[1.0, 2.0], [3.0, 4.0], [0, 1]], names=["a", "a", "class"]),
+                   tmp_path / "d.parquet")
+    with pytest.raises(ValueError, match="columns 1 and 2 are both named 'a'"):
+        daskauc.ingest(tmp_path / "d.parquet", store)
+    (tmp_path / "f.csv").write_text("a,b,a,label\n1,2,3,0\n4,5,6,1\n")
+    for kw in ({}, {"label": "label"}, {"drop": ["b"]}, {"categorical": "onehot"}):
+        with pytest.raises(ValueError, match="columns 1 and 3 are both named 'a'"):
+            daskauc.ingest(tmp_path / "f.csv", store, **kw)
+    assert not os.path.exists(store)
+
+
+def _parts(path, first: pd.DataFrame, second: pd.DataFrame) -> str:
+    os.makedirs(path)
+    first.to_parquet(os.path.join(path, "part-0.parquet"))
+    second.to_parquet(os.path.join(path, "part-1.parquet"))
+    return os.fspath(path)
+
+
+def test_parquet_files_that_disagree_are_named_before_any_work(tmp_path):
+    """A column only in a later file was dropped without a word; a column missing from a
+    later file failed with Arrow's "No match for FieldRef.Name(b)" naming no file. Every
+    file's columns are compared from the footers first: a column read must be in every file
+    with one type; a column left out (drop=, or not among features=) may differ."""
+    df = _frame(300)[["a", "b", "class"]]
+    head, tail = df.iloc[:150], df.iloc[150:]
+    cases = {
+        "extra": (tail.assign(c=1.0), "has a column 'c' that"),
+        "missing": (tail.drop(columns="b"), "lacks the column 'b' that"),
+        "retyped": (tail.astype({"b": np.float64}), "column 'b' is double there but int64"),
+    }
+    for name, (second, what) in cases.items():
+        src = _parts(tmp_path / name, head, second)
+        later = re.escape(os.path.join(src, "part-1.parquet"))
+        store = tmp_path / f"{name}.zarr"
+        with pytest.raises(ValueError, match=rf"{later}.*{what} .*part-0.parquet"):
+            daskauc.ingest(src, store)
+        assert not os.path.exists(store), name
+        left_out = "c" if name == "extra" else "b"
+        ds = daskauc.ingest(src, store, drop=[left_out], overwrite=True)
+        kept = ["a", "b"] if name == "extra" else ["a"]
+        np.testing.assert_array_equal(ds.X.compute(), df[kept].to_numpy(np.float32))
+        ds = daskauc.ingest(src, store, features=["a"], overwrite=True)
+        assert ds.attrs["feature_names"] == ["a"]
+
+
+def test_a_boolean_label_stays_boolean(tmp_path, capsys):
+    """A boolean label column (Parquet bool, CSV true/false) became the text 'false' /
+    'true', and positive=True, --positive true / True / 1 were all refused. The classes are
+    booleans, True positive by default, and a model fitted on the store predicts booleans."""
+    df = _frame(400)[["a", "b"]].assign(fraud=lambda d: d.a > 0.3)
+    df.to_parquet(tmp_path / "t.parquet")
+    df.to_csv(tmp_path / "t.csv", index=False)  # True / False
+    (tmp_path / "l.csv").write_text(
+        df.to_csv(index=False).replace("True", "true").replace("False", "false"))
+    y = np.where(df["fraud"], 1, -1)
+    store = os.fspath(tmp_path / "s.zarr")
+    # the CSV files by the text parser, and by Arrow (categorical="onehot")
+    for src, kw in [("t.parquet", {}), ("t.csv", {}), ("l.csv", {}),
+                    ("t.csv", {"categorical": "onehot"}), ("l.csv", {"categorical": "onehot"})]:
+        ds = daskauc.ingest(tmp_path / src, store, label="fraud", overwrite=True, **kw)
+        assert json.dumps(ds.attrs["classes"]) == "[[false], [true]]", (src, kw)
+        np.testing.assert_array_equal(ds.y.compute(), y)
+    for positive in (True, 1, "true"):
+        ds = daskauc.ingest(tmp_path / "t.parquet", store, label="fraud", positive=positive,
+                            overwrite=True)
+        assert json.dumps(ds.attrs["classes"]) == "[[false], [true]]", positive
+    for positive in (False, 0, "False", "0"):
+        ds = daskauc.ingest(tmp_path / "t.csv", store, label="fraud", positive=positive,
+                            overwrite=True)
+        assert json.dumps(ds.attrs["classes"]) == "[[true], [false]]", positive
+        np.testing.assert_array_equal(ds.y.compute(), -y)
+    ds = daskauc.ingest_array(df[["a", "b"]].to_numpy(), df["fraud"].to_numpy(),
+                              tmp_path / "b.zarr", pos_label="false")
+    assert json.dumps(ds.attrs["classes"]) == "[[true], [false]]"
+    with pytest.raises(ValueError, match="pos_label='yes' does not occur.*False, True"):
+        daskauc.ingest(tmp_path / "t.parquet", store, label="fraud", positive="yes",
+                       overwrite=True)
+    for value in ("true", "True", "1"):
+        assert cli.main(["ingest", os.fspath(tmp_path / "t.parquet"), store, "--label",
+                         "fraud", "--positive", value, "--overwrite", "--json"]) == 0
+        payload = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert payload["positive"] == [True] and payload["negative"] == [False], value
+    model = daskauc.LSAUC().fit(store)
+    assert model.classes_.tolist() == [False, True]
+    assert model.predict(df[["a", "b"]]).dtype == bool

@@ -299,6 +299,16 @@ def _looks_like_header(text: str, delim: int, label_col: int) -> bool:
     return k >= 3
 
 
+def check_unique_names(names, where: str) -> None:
+    """Refuse two columns of one name (a header's, a table's), counted from 1."""
+    first: dict[str, int] = {}
+    for k, name in enumerate(names):
+        if name in first:
+            raise ValueError(f"{where}: columns {first[name] + 1} and {k + 1} are both named "
+                             f"{name!r} (counting from 1); rename one")
+        first[name] = k
+
+
 def _dense_layout(path, head, delimiter, header, label_column, n_features,
                   label_name: str | None = None) -> dict:
     ext = os.path.splitext(path)[1].lower()
@@ -338,6 +348,8 @@ def _dense_layout(path, head, delimiter, header, label_column, n_features,
         names = [t for k, t in enumerate(fields) if k != label_col]
         if all(_is_number(t) for t in names):  # column numbers written by a library
             names = None
+        else:  # two features of one name: scoring by name would feed one column into both
+            check_unique_names(fields, f"{path}, line {first_line + 1}")
     return {"delim": delim, "n_cols": n_cols, "label_col": label_col, "header": bool(header),
             "header_line": first_line, "n_features": n_cols - 1, "feature_names": names,
             "label_name": fields[label_col] if header else None}

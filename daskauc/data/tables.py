@@ -14,12 +14,17 @@ as Arrow record batches into full row chunks.
 * Labels are coded by their text as in a text ingest (:mod:`daskauc.data.labels`): numbers
   compare as numbers, text as text, and a missing label is an error naming its row.
 * A missing or non-finite feature value is an error naming its column and row.
+* Before any work: every file's columns are compared from the footers (:func:`check_schemas`)
+  and two features of one name are refused (:func:`_check_feature_names`). The pages' CRC
+  checksums, where the writer wrote them (Spark does by default), are verified as the rows
+  are read: a damaged page is an error naming its file (:func:`checked_pages`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +32,7 @@ import numpy as np
 from .. import _config
 from .._store import is_url, local_path, resolve_path
 from .parse import _Chunk, _overflow_advice
+from .sources import check_unique_names
 
 #: column names taken for the label when ``label`` is not given (compared case-insensitively)
 LABEL_NAMES = ("label", "y", "target", "class")
@@ -98,13 +104,66 @@ def open_parquet(path: str, storage_options: dict | None = None):
             raise FileNotFoundError(f"no such file or directory: {p}")
         fs, root = None, p
     pa, _, _ = _pyarrow()
+    # the pages' checksums verified where the writer wrote them (a file without them reads
+    # as before: nothing to verify)
+    fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(
+        page_checksum_verification=True))
     try:
-        return pads.dataset(root, format="parquet", filesystem=fs, partitioning="hive")
+        return pads.dataset(root, format=fmt, filesystem=fs, partitioning="hive")
     except (pa.ArrowInvalid, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
+        if "duplicate field names" in str(exc):  # name the columns
+            import fsspec
+            import pyarrow.parquet as pq
+
+            for f in parquet_files(p, storage_options) or ():
+                with fsspec.open(f, "rb", **(storage_options or {})) as source:
+                    check_unique_names(pq.read_schema(source).names, f)
         raise ValueError(f"{p} cannot be read as Parquet (format='parquet'): "
                          f"{' '.join(str(exc).split())[:300]}") from None
+
+
+@contextlib.contextmanager
+def checked_pages(path: str):
+    """Arrow's error for a Parquet page whose CRC checksum does not match its bytes (read
+    with ``page_checksum_verification=True``) as one ``ValueError`` naming the file; any
+    other error as it is."""
+    try:
+        yield
+    except OSError as exc:
+        if "checksum" not in str(exc).lower():
+            raise
+        raise ValueError(f"{path}: its data is damaged (a page checksum mismatch: "
+                         f"{' '.join(str(exc).split())[:200]}); nothing was written") from None
+
+
+def check_schemas(schemas: Sequence, files: Sequence[str], used: Callable[[str], bool],
+                  advice: str = "") -> None:
+    """Every file's columns (``schemas``, from the footers) against the first file's: a
+    column for which ``used(name)`` is true must be in every file with one type. Raise
+    naming the file and the column (missing, extra or of another type), and ``advice``."""
+    if len(schemas) < 2:
+        return
+    first = {f.name: f.type for f in schemas[0]}
+    for path, schema in zip(files[1:], schemas[1:], strict=True):
+        types = {f.name: f.type for f in schema}
+        why = None
+        for name, t in first.items():
+            if not used(name):
+                continue
+            if name not in types:
+                why = f"{path} lacks the column {name!r} that {files[0]} has"
+            elif not types[name].equals(t):
+                why = f"{path}: column {name!r} is {types[name]} there but {t} in {files[0]}"
+            if why:
+                break
+        extra = [n for n in types if n not in first and used(n)]
+        if why is None and extra:
+            why = f"{path} has a column {extra[0]!r} that {files[0]} lacks"
+        if why:
+            raise ValueError(f"{why}: the files of one table must agree on every column read"
+                             f"{advice}")
 
 
 @dataclass
@@ -147,10 +206,12 @@ def _kind(t) -> str:
     return "other"
 
 
-def _plan_columns(schema, where: str, *, label, features, drop, categorical) -> ColumnPlan:
+def _plan_columns(schema, where: str, *, label, features, drop, categorical,
+                  other_names=()) -> ColumnPlan:
     """The label column and the feature columns of ``schema``, checked; raise naming any
     column that cannot be a feature."""
     names = list(schema.names)
+    check_unique_names(names, where)
     shown = ", ".join(repr(n) for n in names[:20]) + (" ..." if len(names) > 20 else "")
     if label is None:
         found = [n for n in names if str(n).lower() in LABEL_NAMES]
@@ -169,7 +230,10 @@ def _plan_columns(schema, where: str, *, label, features, drop, categorical) -> 
     if label not in names:
         raise ValueError(f"{where}: no column named {label!r} for the label; columns: {shown}")
     drop = list(drop or ())
-    for n in [*drop, *(features or ())]:
+    for n in drop:  # a column of a later file only may be dropped too
+        if n not in names and n not in other_names:
+            raise ValueError(f"{where}: no column named {n!r}; columns: {shown}")
+    for n in features or ():
         if n not in names:
             raise ValueError(f"{where}: no column named {n!r}; columns: {shown}")
     if features is not None:
@@ -201,6 +265,25 @@ def _plan_columns(schema, where: str, *, label, features, drop, categorical) -> 
             "Pass categorical='onehot' (CLI: --categorical onehot) to encode each as one "
             "0/1 feature per value, or leave them out with drop=[...] (CLI: --drop)")
     return ColumnPlan(label=label, columns=columns)
+
+
+def _check_feature_names(plan: ColumnPlan, where: str) -> None:
+    """Refuse two features of one name (a numeric column ``colour=red`` beside the one-hot
+    ``colour``'s value ``red``): a model would have two features of that name, and scoring
+    the raw table would feed one column into both."""
+    seen: dict[str, str] = {}
+    for name, kind in plan.columns:
+        if kind == "number":
+            made = [(name, f"the numeric column {name!r}")]
+        else:
+            made = [(f"{name}={v}", f"the one-hot column {name!r} (value {v!r})")
+                    for v in plan.levels[name]]
+        for feature, source in made:
+            if feature in seen:
+                raise ValueError(f"{where}: feature name {feature!r} comes from {seen[feature]} "
+                                 f"and from {source}; rename a column, or leave one out with "
+                                 "drop=[...] (CLI: --drop)")
+            seen[feature] = source
 
 
 def _as_text(array):
@@ -340,27 +423,44 @@ def iter_batches(dataset, columns: list[str], batch_rows: int) -> Iterator:
         # hive partitions: a key's value is in the fragment's path, not in its file
         keys = pads.get_partition_keys(fragment.partition_expression) or {}
         own = [c for c in columns if c not in keys]
-        for batch in fragment.to_batches(columns=own, batch_size=batch_rows,
-                                         batch_readahead=0, fragment_readahead=0,
-                                         use_threads=False):
-            if len(own) < len(columns):
-                n = batch.num_rows
-                batch = pa.RecordBatch.from_arrays(
-                    [pa.array([keys[c]] * n) if c in keys else batch.column(c)
-                     for c in columns], names=columns)
-            yield batch
+        with checked_pages(fragment.path):
+            for batch in fragment.to_batches(columns=own, batch_size=batch_rows,
+                                             batch_readahead=0, fragment_readahead=0,
+                                             use_threads=False):
+                if len(own) < len(columns):
+                    n = batch.num_rows
+                    batch = pa.RecordBatch.from_arrays(
+                        [pa.array([keys[c]] * n) if c in keys else batch.column(c)
+                         for c in columns], names=columns)
+                yield batch
 
 
 def plan_source(dataset, where: str, *, label=None, features: Sequence[str] | None = None,
                 drop: Sequence[str] = (), categorical: str = "error",
                 batch_rows: int = 65_536) -> ColumnPlan:
     """The column plan of a ``pyarrow.dataset`` (one-hot levels found by a pass over those
-    columns only)."""
+    columns only), checked before any work.
+
+    The files of a directory are compared from their footers first (:func:`check_schemas`):
+    a column read (the label, a feature, and without ``features`` every column not in
+    ``drop``) must be in every file with one type; a column the ingest never reads (in
+    ``drop``, or not among ``features``) may differ. Column projection never reads those, so
+    they cannot change the store; any other difference would (Arrow reads every file as the
+    first: a column only in a later file was dropped without a word, one missing from it
+    failed naming no file)."""
+    fragments = list(dataset.get_fragments())
+    schemas = [f.physical_schema for f in fragments] if len(fragments) > 1 else []
+    others = {n for s in schemas for n in s.names}
     plan = _plan_columns(dataset.schema, where, label=label, features=features, drop=drop,
-                         categorical=categorical)
+                         categorical=categorical, other_names=others)
+    read = set(plan.read_columns)
+    check_schemas(schemas, [f.path for f in fragments],
+                  lambda n: n not in drop and (features is None or n in read),
+                  "; leave a column out with drop=[...] (CLI: --drop)")
     onehot = [n for n, k in plan.columns if k == "onehot"]
     if onehot:
         find_levels(iter_batches(dataset, onehot, batch_rows), plan, where)
+    _check_feature_names(plan, where)
     return plan
 
 

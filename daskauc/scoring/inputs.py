@@ -1,7 +1,7 @@
 """The inputs of a scoring pass, read by row chunks: a dataset or embedding store (its
 ``X``; the id is the row index) or a Parquet file or directory (pyarrow, the footers read
-to plan; a task reads the row groups of its rows, only the feature and id columns), and the
-task that scores one chunk."""
+to plan and compared; a task reads the row groups of its rows, only the feature and id
+columns, its pages' checksums verified), and the task that scores one chunk."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from .._dataset import open_dataset
 from .._store import (
     effective_storage_options,
     is_url,
+    nothing_at,
     resolve_path,
     store_exists,
     stored_kind,
     url_filesystem,
 )
-from ..data.tables import parquet_files
+from ..data.tables import check_schemas, checked_pages, parquet_files
 
 
 def is_path(obj) -> bool:
@@ -36,7 +37,7 @@ def carried_options(url: str, storage_options) -> dict | None:
     return effective_storage_options(url, storage_options) if is_url(url) else storage_options
 
 
-def open_input(source, id_column, storage_options):
+def open_input(source, id_column, storage_options, handle_unknown: str = "error"):
     """The input at ``source``: a dataset or embedding store (:class:`StoreInput`) or a
     Parquet file or directory (:class:`ParquetInput`); clear errors for anything else."""
     if not is_path(source):
@@ -54,10 +55,12 @@ def open_input(source, id_column, storage_options):
     files = parquet_files(source, storage_options)
     if files is None:
         if not store_exists(source, storage_options):
-            raise FileNotFoundError(f"no input at {os.fspath(source)}")
+            where = resolve_path(source)
+            raise FileNotFoundError(f"no input at {os.fspath(source)}"
+                                    + (f": {nothing_at(where)}" if is_url(where) else ""))
         raise ValueError(f"{os.fspath(source)} is neither a daskauc dataset store nor a "
                          "Parquet file or directory (*.parquet files)")
-    return ParquetInput(source, files, id_column, storage_options)
+    return ParquetInput(source, files, id_column, storage_options, handle_unknown)
 
 
 def _first_rows(starts) -> list[tuple[int, int]]:
@@ -116,7 +119,8 @@ def pyarrow_modules():
 
 @contextlib.contextmanager
 def _open_parquet(path: str, storage_options):
-    """A ``pyarrow.parquet.ParquetFile`` (only its footer read until asked), closed after."""
+    """A ``pyarrow.parquet.ParquetFile`` (only its footer read until asked; its pages'
+    checksums verified where the writer wrote them), closed after."""
     _, pq = pyarrow_modules()
     with contextlib.ExitStack() as stack:
         if is_url(path):
@@ -124,7 +128,7 @@ def _open_parquet(path: str, storage_options):
             source = stack.enter_context(fs.open(root, "rb"))
         else:
             source = path
-        pf = stack.enter_context(pq.ParquetFile(source))
+        pf = stack.enter_context(pq.ParquetFile(source, page_checksum_verification=True))
         yield pf
 
 
@@ -141,15 +145,19 @@ def arrow_kind(t) -> str:
 
 class ParquetInput:
     """A Parquet file or directory: its row groups, read by row ranges; the feature columns
-    by the model's names or every numeric column but the id."""
+    by the model's names or every numeric column but the id. A one-hot feature
+    ``column=value`` (of a store ingested with ``categorical="onehot"``) is made from its text
+    column; a value of that column the model has no feature for is an error naming the
+    column, the value and the row, or (``handle_unknown="ignore"``) zeros for that column."""
 
     format = "parquet"
     width = None  # known once the columns are chosen
 
-    def __init__(self, source, files, id_column, storage_options):
+    def __init__(self, source, files, id_column, storage_options, handle_unknown="error"):
         self.path = resolve_path(source)
         storage_options = carried_options(self.path, storage_options)  # for the workers
         self.label, self.id_column, self.storage_options = self.path, id_column, storage_options
+        self.handle_unknown = handle_unknown
         self.files = files
         self.groups: list[tuple[int, int, int]] = []  # (file, row group, rows)
         self.schemas = []
@@ -172,17 +180,26 @@ class ParquetInput:
     def select_features(self, names, check) -> None:
         """The feature columns: ``names`` (the model's or the map's), each present and
         numeric, or every numeric or boolean column but the id; their number checked
-        (``check``), and every file holding them."""
+        (``check``), and every file holding them with one type (an unused column may
+        differ; without ``names`` every numeric column is used)."""
         pa, _ = pyarrow_modules()
         numeric = [n for n, t in self.types.items() if arrow_kind(t) in "biuf"]
         self.encoded = {}
+        self.levels: dict[str, list[str]] = {}
         if names is not None:
+            if len(set(names)) < len(names):
+                twice = next(n for n in names if names.count(n) > 1)
+                raise ValueError(f"the model has two features named {twice!r}: scoring by "
+                                 "name would feed one column into both; refit it on a store "
+                                 "ingested again (ingest refuses two features of one name)")
             # a feature "column=value" of a model fitted on a store ingested with
-            # categorical="onehot": 1 where the text column holds the value, else 0
+            # categorical="onehot": 1 where the text column holds the value, else 0; the
+            # column's known values are those of the model's features
             for n in names:
-                col, _, value = n.partition("=")
-                if n not in self.types and value and arrow_kind(self.types.get(col)) == "T":
-                    self.encoded[n] = (col, value)
+                col = _onehot_column(n, self.types)
+                if col is not None:
+                    self.encoded[n] = (col, n[len(col) + 1 :])
+                    self.levels.setdefault(col, []).append(n[len(col) + 1 :])
             numeric += list(self.encoded)
             missing = [n for n in names if n not in self.types and n not in self.encoded]
             if missing:
@@ -203,10 +220,11 @@ class ParquetInput:
             self.types[c]) for c in columns) else np.float64
         self.read_columns = list(dict.fromkeys(self.encoded.get(c, (c,))[0] for c in columns))
         need = self.read_columns + ([self.id_column] if self.id_column else [])
-        for path, schema in zip(self.files, self.schemas, strict=True):
-            lost = [c for c in need if c not in schema.names]
-            if lost:
-                raise ValueError(f"{path} (part of {self.label}) lacks the columns {lost[:10]}")
+        # a model without names takes every numeric column: one of a later file is used too
+        numeric_somewhere = set() if names is not None else {
+            f.name for schema in self.schemas for f in schema if arrow_kind(f.type) in "biuf"}
+        check_schemas(self.schemas, self.files,
+                      lambda n: n in need or n in numeric_somewhere)
 
     def chunk(self, chunk_rows) -> None:
         if chunk_rows is None:  # ~8 MiB of float64 rows, in whole row groups if equal
@@ -236,7 +254,7 @@ class ParquetInput:
 
         reader = ParquetReader(self.feature_columns, self.id_column, self.dtype,
                                 self.storage_options, self.label, self.read_columns,
-                                self.encoded)
+                                self.encoded, self.levels, self.handle_unknown)
         score = dask.delayed(_score_parquet_chunk, pure=False)
         return [score(reader, self.pieces(a, b), a, i, scorer, sink,
                       dask_key_name=f"daskauc-predict-{token}-{i}")
@@ -255,6 +273,10 @@ class ParquetReader:
     read_columns: list
     #: feature name -> (text column, value) of the one-hot features
     encoded: dict
+    #: text column -> the values the model has a feature for
+    levels: dict
+    #: a value without a feature: "error" or "ignore" (zeros for that column)
+    handle_unknown: str = "error"
 
     def read(self, pieces, start: int):
         pa, _ = pyarrow_modules()
@@ -262,11 +284,12 @@ class ParquetReader:
                                   + ([self.id_column] if self.id_column else [])))
         tables = []
         for path in dict.fromkeys(p[0] for p in pieces):  # each file opened once
-            with _open_parquet(path, self.storage_options) as pf:
+            with _open_parquet(path, self.storage_options) as pf, checked_pages(path):
                 tables += [pf.read_row_group(g, columns=want, use_threads=False)
                            .slice(lo, hi - lo) for p, g, lo, hi in pieces if p == path]
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         X = np.empty((table.num_rows, len(self.columns)), dtype=self.dtype)
+        codes: dict[str, np.ndarray] = {}  # text column -> each row's level (-1: none)
         for j, name in enumerate(self.columns):
             source, value = self.encoded.get(name, (name, None))
             column = table.column(source)
@@ -275,7 +298,9 @@ class ParquetReader:
             if value is None:
                 X[:, j] = column.to_numpy()
             else:
-                X[:, j] = np.asarray(column.to_numpy(), dtype=object) == value
+                if source not in codes:
+                    codes[source] = self._codes(source, column, start)
+                X[:, j] = codes[source] == self.levels[source].index(value)
         ids = None
         if self.id_column is not None:
             ids = table.column(self.id_column).combine_chunks()
@@ -283,10 +308,43 @@ class ParquetReader:
                 raise ValueError(self._null(self.id_column, ids, start))
         return X, ids
 
+    def _codes(self, name: str, column, start: int) -> np.ndarray:
+        """Each row's index among the known values of the text column ``name``; a value
+        without a feature is an error naming it and its row, or -1 (``"ignore"``)."""
+        import pyarrow.compute as pc
+
+        pa, _ = pyarrow_modules()
+        levels = self.levels[name]
+        index = pc.index_in(column, value_set=pa.array(levels, column.type))
+        codes = np.asarray(pc.fill_null(index, -1).to_numpy(), dtype=np.int64)
+        if self.handle_unknown == "error" and (codes < 0).any():
+            r = int(np.flatnonzero(codes < 0)[0])
+            shown = ", ".join(map(repr, levels[:10])) + (" ..." if len(levels) > 10 else "")
+            raise ValueError(
+                f"{self.label}: column {name!r} has the value {column[r].as_py()!r} in row "
+                f"{start + r} (0-based), which the model was not fitted on (its values: "
+                f"{shown}); pass handle_unknown='ignore' (CLI: --handle-unknown ignore) to "
+                "score it as zeros for that column")
+        return codes
+
     def _null(self, name: str, column, start: int) -> str:
         row = start + int(np.flatnonzero(np.asarray(column.is_null()))[0])
         return (f"{self.label}: column {name!r} has no value in row {row}; impute or drop "
                 "the missing values first")
+
+
+def _onehot_column(feature: str, types: dict) -> str | None:
+    """The text column of a one-hot feature ``column=value`` (the first ``=`` after which a
+    text column's name ends); None for a column of its own or no text column."""
+    if feature in types:
+        return None
+    at = feature.find("=")
+    while at > 0:
+        t = types.get(feature[:at])
+        if t is not None and arrow_kind(t) == "T":
+            return feature[:at]
+        at = feature.find("=", at + 1)
+    return None
 
 
 # ----------------------------------------------------------------------------- tasks

@@ -33,7 +33,7 @@ from .._store import (
     store_exists,
     url_filesystem,
 )
-from .._store_write import Gate, check_directory
+from .._store_write import Gate, check_directory, check_outside_stores
 from .inputs import arrow_kind, is_path, pyarrow_modules
 
 #: the columns (Parquet) or arrays (Zarr) of a scores output, in this order
@@ -89,7 +89,10 @@ class ParquetSink:
                 with fs.open(f"{root}/{self.name(index)}", "wb") as f:
                     pq.write_table(table, f)
             else:  # no directory is created: a removed (failed) one stays removed
-                pq.write_table(table, os.path.join(self.where, self.name(index)))
+                # opened here: pyarrow encodes a str path as UTF-8, which a name that is
+                # not (os.fsdecode's surrogates) cannot be
+                with open(os.path.join(self.where, self.name(index)), "wb") as f:
+                    pq.write_table(table, f)
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -158,6 +161,7 @@ def check_parquet_output(path, *, overwrite: bool, inputs, expected_bytes: int,
         if other is not None and resolve_path(other) == target:
             raise ValueError(f"{os.fspath(path)} is also an input of this command; "
                              "an output never replaces its input: choose another path")
+    check_outside_stores(path, storage_options)
     if store_exists(target, storage_options):
         if not overwrite:
             raise FileExistsError(f"{os.fspath(path)} already exists; pass overwrite=True "
