@@ -108,6 +108,16 @@ MANIFEST_ATTR = "daskauc_chunks"
 #: every chunk written, the chunk record of MANIFEST_ATTR).
 STORE_FORMAT = 2
 
+#: daskauc's first request to an S3 endpoint (``_urls.check_access``, here and on one
+#: worker): seconds to connect, seconds to wait for the answer, and attempts in all (the
+#: second after botocore's backoff, up to 1 s: a blip does not fail a command). An endpoint
+#: that does not answer is then one error within 1-2 s (a refused port) or 10 s (a host that
+#: drops packets), where botocore's own retries took 15 s to minutes. The user's options,
+#: unchanged, serve every later request.
+PROBE_CONNECT_TIMEOUT = 5
+PROBE_READ_TIMEOUT = 10
+PROBE_ATTEMPTS = 2
+
 
 def chunk_rows_for(n_columns: int, itemsize: int, n_rows: int | None = None) -> int:
     """Rows per chunk so that one chunk of ``n_columns`` values is about TARGET_CHUNK_BYTES

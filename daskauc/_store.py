@@ -19,9 +19,14 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
   absent chunk. Dataset reads also check, on the worker that reads a chunk, that it is there
   and holds the checksum recorded for its position (:func:`open_dataset`), so chunk files
   swapped or copied over each other are an error too, not rows that no longer line up;
-* every user path is resolved once (:func:`resolve_path`) to an absolute path or a URL
-  before it enters a graph, so workers started in another directory read the same store; it
-  never enters a task key (:func:`open_dataset` names its arrays after a token of the store);
+* every user path is resolved once (:func:`~daskauc._urls.resolve_path`) to an absolute
+  path or a URL before it enters a graph, so workers started in another directory read the
+  same store; it never enters a task key (:func:`open_dataset` names its arrays after a token
+  of the store);
+* the first request to an object store, from :func:`store_exists` and :func:`stored_kind`
+  (:func:`~daskauc._urls.check_access`), says in one line, before any work, that its
+  endpoint does not answer, that its bucket does not exist, or that this process or the Dask
+  workers have no credentials for it;
 * a writer names its hidden directory after its host and process id; the next writer of the
   same target removes those left by processes that are gone (a crash or ``kill -9``);
 * object storage (an fsspec URL: ``s3://``, ``gs://`` ...) has no rename: a store is written
@@ -45,6 +50,15 @@ import warnings
 import zarr
 
 from . import _config
+from ._urls import (  # noqa: F401 - effective_storage_options: re-exported (its old home)
+    check_access,
+    effective_storage_options,
+    is_url,
+    local_path,
+    nothing_at,
+    resolve_path,
+    url_filesystem,
+)
 
 
 class StoreIntegrityError(ValueError):
@@ -52,74 +66,10 @@ class StoreIntegrityError(ValueError):
     chunk, or a store the reading worker cannot see)."""
 
 
-def is_url(path: str) -> bool:
-    return "://" in str(path) and not str(path).startswith("file://")
-
-
-def local_path(path) -> str:
-    p = os.fspath(path)
-    return p[len("file://") :] if p.startswith("file://") else p
-
-
-def resolve_path(path) -> str:
-    """The one place a user's path becomes what goes into a graph: an absolute local path
-    (``~`` expanded, ``file://`` stripped) or an fsspec URL unchanged. A relative path sent to
-    workers as is would be read relative to each worker's working directory. A URL whose
-    filesystem is not installed (``s3://`` without s3fs) is refused here, naming the package
-    (:func:`check_protocol`)."""
-    p = os.fspath(path)
-    if is_url(p):
-        check_protocol(p)
-        return p.rstrip("/")
-    return os.path.abspath(os.path.expanduser(local_path(p)))
-
-
-def check_protocol(url: str) -> None:
-    """Refuse a URL that fsspec cannot open here: one ``ImportError`` naming the package to
-    install (``s3fs`` for ``s3://``, ``gcsfs`` for ``gs://`` ...), or a ``ValueError`` for a
-    scheme fsspec does not know. Without it the first use failed with a traceback from
-    deep inside fsspec, or as a missing file."""
-    import fsspec
-    from fsspec.registry import known_implementations
-
-    for part in url.split("::"):  # chained URLs: simplecache::s3://...
-        protocol = part.split("://", 1)[0]
-        try:
-            fsspec.get_filesystem_class(protocol)
-        except ImportError as exc:
-            known = known_implementations.get(protocol, {})
-            package = known.get("class", protocol).split(".", 1)[0]
-            if package == "fsspec":  # one of fsspec's own (http://: aiohttp and requests)
-                raise ImportError(f"{url}: {known.get('err') or exc}") from None
-            extra = " (or pip install 'daskauc[s3]')" if package == "s3fs" else ""
-            raise ImportError(
-                f"{url}: {protocol}:// URLs need the package {package}, which is not "
-                f"installed: pip install {package}{extra}", name=package) from None
-        except ValueError:
-            raise ValueError(f"{url}: unknown URL scheme {protocol}:// (fsspec has no "
-                             "filesystem for it)") from None
-
-
-def url_filesystem(url: str, storage_options: dict | None = None):
-    """The fsspec filesystem of ``url`` and the path of ``url`` in it (``bucket/key``)."""
-    import fsspec
-
-    fs, _, paths = fsspec.get_fs_token_paths(url, storage_options=storage_options)
-    return fs, paths[0].rstrip("/")
-
-
-def effective_storage_options(url: str, storage_options: dict | None = None) -> dict:
-    """The options ``url``'s filesystem is built with in this process: ``storage_options``
-    over fsspec's configuration for its protocol (``fsspec.config.conf``, which the
-    ``FSSPEC_<PROTOCOL>`` variables and ``daskauc --storage-options`` fill). What a task that
-    opens ``url`` in another process (a worker, whose configuration may lack them) needs."""
-    fs, _ = url_filesystem(url, storage_options)
-    return dict(fs.storage_options)
-
-
 def store_exists(path, storage_options: dict | None = None) -> bool:
     path = resolve_path(path)
     if is_url(path):
+        check_access(path, storage_options)
         fs, root = url_filesystem(path, storage_options)
         fs.invalidate_cache(root)  # another process may have written or removed it since
         return fs.exists(root)
@@ -218,6 +168,8 @@ def stored_kind(path, storage_options: dict | None = None) -> str | None:
     """The ``daskauc_kind`` of the store at ``path`` (complete or not); None when ``path`` is
     not a daskauc store (a file, another directory, a foreign Zarr group)."""
     path = resolve_path(path)
+    if is_url(path):  # an endpoint that does not answer, no credentials: said, not None
+        check_access(path, storage_options)
     try:
         group = zarr.open_group(path if is_url(path) else local_path(path), mode="r",
                                 storage_options=storage_options)
@@ -298,6 +250,25 @@ def _grid_keys(arr: zarr.Array, prefix: str):
             for s, c in zip(arr.shape, arr.chunks, strict=True)]
     for coords in itertools.product(*grid):
         yield f"{prefix}{arr.metadata.encode_chunk_key(coords)}"
+
+
+def _foreign_children(group: zarr.Group, recorded: dict, prefix: str = "") -> list:
+    """(name, what) of the groups and arrays inside ``group`` that its writer did not make: a
+    daskauc store (a group with its own ``daskauc_kind``), or an array none of whose chunks
+    the commit recorded (an array the writer made with no chunk at all, size zero, is its
+    own)."""
+    out = []
+    for name, sub in group.groups():
+        kind = sub.attrs.get("daskauc_kind")
+        if isinstance(kind, str):
+            out.append((f"{prefix}{name}", f"a daskauc {kind} store"))
+        else:
+            out += _foreign_children(sub, recorded, f"{prefix}{name}/")
+    for name, arr in group.arrays():
+        keys = list(itertools.islice(_grid_keys(arr, f"{prefix}{name}/"), 1))
+        if keys and not any(k.startswith(f"{prefix}{name}/") for k in recorded):
+            out.append((f"{prefix}{name}", "a Zarr array"))
+    return out
 
 
 def _arrays(group: zarr.Group, prefix: str = ""):
@@ -399,6 +370,14 @@ def verify_store(group: zarr.Group, path: str, storage_options: dict | None = No
         warnings.warn(f"{path} was written by a daskauc that recorded chunk sizes only: chunk "
                       "files swapped with others of the same size cannot be detected in it; "
                       "write it again with this version", stacklevel=3)
+    foreign = _foreign_children(group, recorded)
+    if foreign:
+        name, what = foreign[0]
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise StoreIntegrityError(
+            f"{path} holds {name!r}, {what}{more}, which its writer did not write: something "
+            f"was written inside {path} (its own data is intact); move {name!r} out of it "
+            "(or remove it) and it opens again")
     bad = []
     for key, size in sizes.items():
         if key not in present:
@@ -424,7 +403,8 @@ def open_store(path, *, kind: str | None = None, storage_options: dict | None = 
     (its chunk files are checked against the commit's record unless ``verify=False``)."""
     path = resolve_path(path)
     if not store_exists(path, storage_options) and not restore_interrupted(path):
-        raise FileNotFoundError(f"no store at {path}")
+        raise FileNotFoundError(f"no store at {path}: {nothing_at(path)}" if is_url(path)
+                                else f"no store at {path}")
     try:
         group = zarr.open_group(path if is_url(path) else local_path(path), mode=mode,
                                 storage_options=storage_options)

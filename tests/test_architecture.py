@@ -15,8 +15,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "daskauc"
 #: floor may import each other (no circles); above it, a unit imports only its own modules
 #: and lower floors.
 FLOORS = [
-    ("ground", {"_config", "_version", "_compute", "_store", "_rawchunks", "_validation",
-                "_gaussian", "_arrays", "_registry", "_docs", "_store_write", "_dataset"}),
+    ("ground", {"_config", "_version", "_compute", "_urls", "_store", "_rawchunks",
+                "_validation", "_gaussian", "_arrays", "_registry", "_docs", "_store_write",
+                "_dataset"}),
     ("engine", {"engine", "metrics"}),
     ("rooms", {"data", "embed", "solvers"}),
     ("model selection and model files", {"model_selection", "io"}),

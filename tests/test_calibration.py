@@ -343,3 +343,35 @@ def test_class_weight_by_raw_labels_and_errors_before_any_work(tmp_path):
     loaded = load_model(tmp_path / "m")
     assert loaded.get_params()["class_weight"] == {0: 1.0, 1: 3.0}
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def _same_fit(a, b) -> None:
+    for name in ("coef_", "intercept_", "calibration_slope_", "classes_"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.mark.parametrize("labels", [(0, 1), (1, 2)])
+def test_class_weight_keys_are_matched_to_numeric_labels_as_a_positive_label_is(labels,
+                                                                               tmp_path):
+    """A key names a label as ``pos_label`` does: 1 and 1.0 name the label 1 (of numpy labels
+    or of a store ingested from labels 1.0 / 2.0) and give the same model; the text "1" is
+    not a number in Python (as ``pos_label="1"`` is refused; the command line reads its JSON
+    keys as values, tests/test_cli.py); a key naming no label is refused naming it and the
+    labels, before any work."""
+    from daskauc import ingest_array
+
+    X, y = _imbalanced(n=600)
+    y = np.where(y == 1, labels[1], labels[0])
+    make = lambda cw: NSAUC(n_landmarks=20, n_epochs=2, random_state=0,  # noqa: E731
+                            class_weight=cw)
+    _same_fit(make({1.0: 10.0}).fit(X, y), make({1: 10.0}).fit(X, y))
+    store = str(tmp_path / "s.zarr")
+    ingest_array(X, y.astype(np.float64), store, chunk_rows=200)
+    _same_fit(make({1: 10.0}).fit(store), make({1.0: 10.0}).fit(store))
+    shown = rf"\(the labels: \[{labels[0]}, {labels[1]}\]\)"
+    for cw, message in [({"1": 2.0}, r"class_weight names \['1'\], which are not labels of y "
+                         + shown),
+                        ({3: 2.0}, r"class_weight names \[3\], which are not labels of y "
+                         + shown)]:
+        with pytest.raises(ValueError, match=message):
+            make(cw).fit(X, y)

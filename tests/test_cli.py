@@ -240,3 +240,33 @@ def test_models_fitted_from_a_stores_text_labels_say_them(tmp_path, capsys):
             model = load_model(str(tmp_path / name))
             assert model.classes_.tolist() == ["normal", "fault"]
             assert model.get_params()["class_weight"] == {"fault": 3.0}
+
+
+def test_a_class_weight_by_a_numeric_label_from_the_command_line(tmp_path, capsys):
+    """--param 'class_weight={"1": 10}' on a store of labels 1.0 / 2.0: JSON keys are text, and
+    the key "1" names the label 1 as --positive 1 does (it was refused: no spelling reached
+    a numeric label). The model equals the one fitted in Python with the key 1; a key naming
+    no label is refused in one line naming it and the labels."""
+    from daskauc import RankSVM, ingest_array
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=400) > 0.8, 2.0, 1.0)
+    store, cli_model = str(tmp_path / "s.zarr"), str(tmp_path / "m")
+    with dask.config.set(scheduler="threads"):
+        ingest_array(X, y, store, chunk_rows=100)
+        assert main(["fit", store, cli_model, "--method", "ranksvm",
+                     "--param", 'class_weight={"1": 10}']) == 0
+        fitted = RankSVM(random_state=0, class_weight={1: 10}).fit(store)
+    loaded = load_model(cli_model)
+    for name in ("coef_", "intercept_", "calibration_slope_", "classes_"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(fitted, name))
+    capsys.readouterr()
+    assert main(["fit", store, str(tmp_path / "m2"), "--method", "ranksvm",
+                 "--param", 'class_weight={"3": 10}']) == 1
+    err = capsys.readouterr().err
+    assert "class_weight names [3], which are not labels of y (the labels: [1, 2])" in err
+    assert "Traceback" not in err and not os.path.exists(tmp_path / "m2")
+    assert main(["fit", store, str(tmp_path / "m2"), "--method", "ranksvm",
+                 "--param", 'class_weight={"1": 2, "1.0": 3}']) == 2
+    assert "--param class_weight: the keys '1' and '1.0' of" in capsys.readouterr().err

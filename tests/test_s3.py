@@ -469,3 +469,156 @@ def test_a_parquet_table_on_s3_ingests_with_explicit_options_and_scores_to_parqu
     np.testing.assert_allclose(got["decision_function"].to_numpy(),
                                model.decision_function(df[["a", "b"]].to_numpy()),
                                rtol=1e-12)
+
+
+# ------------------------------------------- nothing there, no answer, workers without keys
+
+
+def _closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _model(tmp_path) -> str:
+    X, y = _data()
+    path = str(tmp_path / "m.zarr")
+    save_model(PairwiseHingeSGD(random_state=0, n_epochs=1).fit(X, y), path)
+    return path
+
+
+def _one_error_line(command: str, err: str) -> str:
+    """The command's one error line on stderr (progress lines may come before it), with no
+    traceback."""
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and errors[0].startswith(f"daskauc {command}: error: "), err
+    return errors[0]
+
+
+@pytest.mark.parametrize("missing", ["key", "bucket"])
+def test_nothing_at_an_s3_input_says_so_naming_the_url(s3, monkeypatch, tmp_path, capsys,
+                                                       missing):
+    """A key or prefix that does not exist, or a bucket that does not exist, as the input of
+    ingest, open_dataset, a fit on a store path, write_scores and the command line's ingest
+    and predict: one error naming the URL, and the bucket when it is the bucket that is
+    missing; nothing written. Ingest said "a text file is read from a local path"."""
+    _with_options(monkeypatch, s3)
+    model, out = _model(tmp_path), tmp_path / "out.zarr"
+    root = _root(s3) if missing == "key" else "s3://daskauc-no-such-bucket/p"
+    said = ("the bucket daskauc-test exists" if missing == "key" else
+            "the bucket daskauc-no-such-bucket does not exist")
+    csv, store = f"{root}/nothing.csv", f"{root}/nothing.zarr"
+    from daskauc import NSAUC, write_scores
+
+    def scores():
+        write_scores(model, store, out)
+
+    for url, call in [(csv, lambda: ingest(csv, out)),
+                      (f"{root}/nothing/", lambda: ingest(f"{root}/nothing/", out)),
+                      (store, lambda: open_dataset(store)),
+                      (store, lambda: NSAUC(n_landmarks=10).fit(store)),
+                      (store, scores)]:
+        with pytest.raises(FileNotFoundError) as caught:
+            call()
+        message = str(caught.value)
+        assert url.rstrip("/") in message and "\n" not in message, message
+        if call is not scores or missing == "bucket":  # scoring says "no input at URL"
+            assert "nothing exists" in message and said in message, message
+    for argv in (["ingest", csv, str(out)], ["predict", model, store, str(out)]):
+        assert main(argv) == 1
+        line = _one_error_line(argv[0], capsys.readouterr().err)
+        assert argv[1 if argv[0] == "ingest" else 2] in line, line
+        assert said in line or (argv[0] == "predict" and missing == "key"), line
+        assert "local path" not in line, line
+    assert not out.exists()
+
+
+def test_an_unreachable_s3_endpoint_is_one_line_naming_it_at_once(s3, monkeypatch, tmp_path,
+                                                                 capsys, request):
+    """An endpoint that does not answer (a closed port), given in the storage options or as
+    AWS_ENDPOINT_URL: one error naming it within a few seconds (botocore's retries took
+    14.8 s, then three tracebacks), before anything is written; the command line prints the
+    one line and exits with 1."""
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    options = {**s3.storage_options, "client_kwargs": {"endpoint_url": endpoint}}
+    csv, model = _csv(tmp_path / "d.csv", n=60), _model(tmp_path)
+    url, out = f"{_root(s3)}/ds.zarr", tmp_path / "out.zarr"
+    from daskauc import NSAUC
+
+    def refused(call) -> None:
+        tic = time.perf_counter()
+        with pytest.raises(ConnectionError) as caught:
+            call()
+        assert time.perf_counter() - tic < 5
+        assert endpoint in str(caught.value) and url in str(caught.value), caught.value
+        assert "\n" not in str(caught.value)
+
+    refused(lambda: ingest(csv, url, storage_options=options))  # an output
+    refused(lambda: ingest(f"{url}.csv", out, storage_options=options))  # an input
+    refused(lambda: open_dataset(url, storage_options=options))
+    tic = time.perf_counter()
+    assert main(["ingest", csv, url, "--storage-options", json.dumps(options)]) == 1
+    assert time.perf_counter() - tic < 5
+    assert endpoint in _one_error_line("ingest", capsys.readouterr().err)
+    import s3fs
+
+    # s3fs keeps one filesystem per set of options: the environment's endpoint is read when
+    # one is made
+    s3fs.S3FileSystem.clear_instance_cache()
+    request.addfinalizer(s3fs.S3FileSystem.clear_instance_cache)
+    _with_environment(monkeypatch, s3)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    refused(lambda: NSAUC(n_landmarks=10).fit(url))
+    tic = time.perf_counter()
+    assert main(["predict", model, url, str(out)]) == 1
+    assert time.perf_counter() - tic < 5
+    assert endpoint in _one_error_line("predict", capsys.readouterr().err)
+    assert not out.exists()
+
+
+def _credentials_of_their_own() -> bool:
+    """On a worker: credentials botocore would find without daskauc's options."""
+    return any(name in os.environ for name in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE")) \
+        or os.path.exists(os.path.expanduser("~/.aws"))
+
+
+def test_workers_without_the_clients_credentials_are_one_line_naming_the_url(
+        s3, monkeypatch, tmp_path, capsys, dask_cluster_client):
+    """The credentials in this process's environment only: the workers of the cluster (started
+    without them) cannot read the bucket. Opening a store, fitting on it and the command line
+    with --scheduler say so in one line naming the URL, before any task runs; a store opened
+    before the client existed says it from the worker's read, naming the store. It was a
+    100-line NoCredentialsError traceback from the first worker that read a chunk."""
+    from distributed import get_task_stream
+
+    if any(dask_cluster_client.run(_credentials_of_their_own).values()):
+        pytest.skip("the cluster's workers have credentials of their own (AWS_* or ~/.aws)")
+    X, y = _data()
+    url, model = f"{_root(s3)}/ds.zarr", _model(tmp_path)
+    _with_environment(monkeypatch, s3)  # this process only
+    with dask.config.set(scheduler="threads"):
+        ingest_array(X, y, url, chunk_rows=60)
+        ds = open_dataset(url)  # no client in sight: the workers are not asked
+    said = (f"{url}: the Dask workers have no credentials for s3://", "this process has",
+            "docs/cluster.md")
+    with get_task_stream(dask_cluster_client) as tasks:
+        for call in (lambda: open_dataset(url), lambda: PairwiseHingeSGD(n_epochs=1).fit(url)):
+            with pytest.raises(PermissionError) as caught:
+                call()
+            assert all(s in str(caught.value) for s in said), caught.value
+            assert "\n" not in str(caught.value)
+        address = dask_cluster_client.scheduler.address
+        with dask.config.set(scheduler="threads"):  # found when the command connects
+            assert main(["--scheduler", address, "evaluate", model, url]) == 1
+        line = _one_error_line("evaluate", capsys.readouterr().err)
+        assert all(s in line for s in said), line
+    assert tasks.data == []  # before any work
+    with pytest.raises(PermissionError) as caught:
+        ds.X.sum().compute()
+    assert f"{url} array X" in str(caught.value), caught.value
+    assert "no credentials for s3://" in str(caught.value), caught.value
+    assert "docs/cluster.md" in str(caught.value), caught.value

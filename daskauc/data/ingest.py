@@ -45,8 +45,9 @@ import numpy as np
 
 from .. import _compute, _config
 from .._dataset import Dataset, open_dataset
-from .._store import is_url
+from .._store import is_url, store_exists
 from .._store_write import PendingStore, begin_store, check_writable, create_array, writing_store
+from .._urls import nothing_at
 from .._validation import (
     SPARSE_ADVICE,
     as_row_chunked,
@@ -223,6 +224,8 @@ def ingest(
     shuffle seed.
     """
     path = os.fspath(source)
+    if is_url(path) and not store_exists(path, storage_options):  # before any other request
+        raise FileNotFoundError(f"no input at {path}: {nothing_at(path)}")
     pos_label, positive_classes = _positive_args(positive, pos_label, positive_classes)
     if categorical not in ("error", "onehot"):
         raise ValueError(f"categorical must be 'error' or 'onehot'; got {categorical!r}")
