@@ -22,6 +22,7 @@ from ._store import (
     recorded_checksums,
     resolve_path,
 )
+from ._urls import storage_fault
 
 
 class CheckedZarrArray:
@@ -44,6 +45,19 @@ class CheckedZarrArray:
         self.raw = RawChunks.of(array, self.checksums)
 
     def __getitem__(self, selection):
+        try:
+            return self._read(selection)
+        except StoreIntegrityError:
+            raise
+        except Exception as exc:
+            # no credentials on this worker, an endpoint it cannot reach: one line naming
+            # the store, not botocore's traceback
+            fault = storage_fault(exc, self.label)
+            if fault is None:
+                raise
+            raise fault from None
+
+    def _read(self, selection):
         from zarr.abc.store import SuffixByteRequest
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
@@ -162,3 +176,41 @@ def _checked_dask(array: zarr.Array, label: str, chunks, name: str,
     return da.from_array(CheckedZarrArray(array, label, checksums), chunks=chunks, lock=False,
                          asarray=False, fancy=False, name=name,
                          meta=np.empty((0,) * array.ndim, dtype=array.dtype))
+
+
+def is_zarr_array(obj: Any) -> bool:
+    """True for a ``zarr.Array``."""
+    return type(obj).__module__.startswith("zarr") and hasattr(obj, "chunks")
+
+
+def zarr_array_of(obj) -> zarr.Array | None:
+    """The ``zarr.Array`` behind ``obj`` when ``obj`` is one, or is exactly the dask array
+    of one (``open_dataset``, ``da.from_zarr``: not sliced, cast or rechunked); else None."""
+    if is_zarr_array(obj):
+        return obj
+    if not isinstance(obj, da.Array):
+        return None
+    layer = obj.dask.layers.get(f"original-{obj.name}")
+    if layer is None or len(layer) != 1:
+        return None
+    source = next(iter(layer.values()))
+    if isinstance(source, CheckedZarrArray):
+        source = source.array
+    return source if is_zarr_array(source) else None
+
+
+def zarr_location(arr: zarr.Array) -> tuple[str | None, dict]:
+    """(resolved path or URL of the store holding ``arr``, its root group's attributes)."""
+    store = arr.store_path.store
+    root = getattr(store, "root", None)
+    if root is not None:
+        location = os.path.abspath(os.fspath(root))
+    elif getattr(store, "fs", None) is not None:
+        location = store.fs.unstrip_protocol(store.path).rstrip("/")
+    else:  # an in-memory Zarr store: no location
+        return None, {}
+    try:
+        attrs = dict(zarr.open_group(store=store, mode="r").attrs)
+    except Exception:  # a bare array without a group: no writer token
+        attrs = {}
+    return location, attrs

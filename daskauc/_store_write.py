@@ -47,6 +47,7 @@ from ._store import (
     trailing_checksums,
     url_filesystem,
 )
+from ._urls import check_access
 from ._version import __version__
 
 
@@ -163,6 +164,8 @@ def check_writable(path, *, overwrite: bool = False, storage_options: dict | Non
     kind is never removed, whatever ``overwrite`` says (an empty directory may be: it holds
     nothing to lose): a checkpoint or model path pointed at the training data must not
     destroy it."""
+    check_access(path, storage_options)  # an endpoint, a bucket, credentials: said first
+    check_outside_stores(path, storage_options)
     if not store_exists(path, storage_options):
         return
     if not overwrite:
@@ -182,6 +185,42 @@ def check_writable(path, *, overwrite: bool = False, storage_options: dict | Non
         raise FileExistsError(
             f"{os.fspath(path)} holds a daskauc {held} store, which a {kind} never replaces: "
             "choose another path (or remove it yourself)")
+
+
+#: the files that make a directory (or a key prefix) a Zarr group or array, v3 and v2
+_ZARR_NODE_FILES = ("zarr.json", ".zgroup", ".zarray")
+
+
+def check_outside_stores(path, storage_options: dict | None = None) -> None:
+    """Refuse an output inside a Zarr group or array (a daskauc store or any other): a store
+    written into another's directory became part of it, and the outer store no longer
+    opened. Every directory above ``path`` is looked at (a URL's up to its bucket)."""
+    target = resolve_path(path)
+    if is_url(target):
+        fs, inner = url_filesystem(target, storage_options)
+        protocol = target.split("://", 1)[0]
+        parts = inner.split("/")
+        above = [f"{protocol}://{'/'.join(parts[:i])}" for i in range(len(parts) - 1, 0, -1)]
+
+        def is_node(where: str) -> bool:
+            base = where.split("://", 1)[1]
+            return any(fs.exists(f"{base}/{f}") for f in _ZARR_NODE_FILES)
+    else:
+        local = os.path.abspath(local_path(target))
+        above = []
+        while os.path.dirname(local) != local:
+            local = os.path.dirname(local)
+            above.append(local)
+
+        def is_node(where: str) -> bool:
+            return any(os.path.isfile(os.path.join(where, f)) for f in _ZARR_NODE_FILES)
+    for where in above:
+        if is_node(where):
+            kind = stored_kind(where, storage_options)
+            what = f"a daskauc {kind} store" if kind else "a Zarr group daskauc did not make"
+            raise ValueError(f"{os.fspath(path)} is inside {where}, {what}: a store written "
+                             "into another makes the outer one unreadable; choose a path "
+                             "outside it")
 
 
 _FAMILIES = ({"dataset", "embedding"},)

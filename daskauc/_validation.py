@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _config
 from ._compute import compute
+from ._dataset import is_zarr_array
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -35,8 +36,6 @@ def is_store_path(obj: Any) -> bool:
     return isinstance(obj, (str, os.PathLike))
 
 
-def _is_zarr_array(obj: Any) -> bool:
-    return type(obj).__module__.startswith("zarr") and hasattr(obj, "chunks")
 
 
 def is_dask_frame(obj: Any) -> bool:
@@ -48,7 +47,7 @@ def is_lazy_input(X: Any) -> bool:
     """True for input read chunk by chunk (a dask array or dataframe, a Zarr array or a store
     path), whose results are lazy dask arrays; False for in-memory input (numpy, lists,
     pandas dataframes)."""
-    return isinstance(X, da.Array) or is_store_path(X) or _is_zarr_array(X) or is_dask_frame(X)
+    return isinstance(X, da.Array) or is_store_path(X) or is_zarr_array(X) or is_dask_frame(X)
 
 
 def _frame_as_dask(X, name: str) -> da.Array:
@@ -209,7 +208,7 @@ def as_row_chunked(
         from ._dataset import open_dataset
 
         X = open_dataset(X).X
-    elif _is_zarr_array(X):
+    elif is_zarr_array(X):
         X = da.from_zarr(X)
     elif is_dask_frame(X):
         X = _frame_as_dask(X, name)
@@ -357,25 +356,76 @@ def feature_names_of(X: Any) -> np.ndarray | None:
 
 def _store_feature_names(path) -> list | None:
     """The feature names a dataset store records (ingested from Parquet or a CSV header)."""
-    from ._store import open_store
-
-    try:
-        group = open_store(path)
-    except (FileNotFoundError, ValueError):
-        return None
-    names = group.attrs.get("feature_names")
+    names = (store_attrs_of(path) or {}).get("feature_names")
     return list(names) if names else None
 
 
+def store_attrs_of(X: Any) -> dict | None:
+    """The attributes of the daskauc store ``X`` reads (:func:`store_of`), else None."""
+    return store_of(X)[1]
+
+
+def store_of(X: Any) -> tuple[str | None, dict | None]:
+    """(location, attributes) of the daskauc store ``X`` reads: a store path, or a Zarr array
+    of one or its dask array as :func:`~daskauc.open_dataset` gives it (unsliced); else
+    ``(None, None)``."""
+    from ._dataset import zarr_array_of, zarr_location
+
+    if is_store_path(X):
+        from ._store import open_store, resolve_path
+
+        try:
+            return resolve_path(X), dict(open_store(X, verify=False).attrs)
+        except (FileNotFoundError, ValueError):
+            return None, None
+    arr = zarr_array_of(X)
+    location, attrs = zarr_location(arr) if arr is not None else (None, None)
+    return (location, attrs) if attrs and attrs.get("daskauc_kind") else (None, None)
+
+
 def set_features_in(est, X: Any, n_features: int) -> None:
-    """Record ``n_features_in_`` and, for a dataframe with string column names,
-    ``feature_names_in_`` (a stale one from an earlier fit is removed)."""
+    """Record ``n_features_in_``; for a dataframe with string column names (or a store that
+    records them), ``feature_names_in_``; for the rows of an embedding store,
+    ``input_map_sha256_``, the digest of the map that made them (stale ones from an earlier
+    fit are removed)."""
     est.n_features_in_ = int(n_features)
     names = feature_names_of(X)
     if names is None:
         est.__dict__.pop("feature_names_in_", None)
     else:
         est.feature_names_in_ = names
+    digest = (store_attrs_of(X) or {}).get("map_sha256") if is_lazy_input(X) else None
+    if digest is None:
+        est.__dict__.pop("input_map_sha256_", None)
+    else:
+        est.input_map_sha256_ = str(digest)
+
+
+def check_input_map(est, attrs: dict | None, where: str) -> None:
+    """Refuse the rows of a store (``attrs``) made by another map than the rows ``est`` was
+    fitted on (its ``input_map_sha256_``): the same width, other features, silently wrong
+    scores. Rows from no store, or a model fitted on no embedding, cannot be checked; a raw
+    store of another width than the model's is left to the width check, whose message names
+    both widths."""
+    fitted = getattr(est, "input_map_sha256_", None)
+    if fitted is None or attrs is None:
+        return
+    cls = type(est).__name__
+    theirs = attrs.get("map_sha256")
+    if theirs is None and attrs.get("n_features") != getattr(est, "n_features_in_", None):
+        return
+    if theirs is None:
+        raise ValueError(
+            f"{where} holds raw rows, but {cls} was fitted on rows embedded by a Nystroem map "
+            f"(map sha256 {fitted[:12]}): map them with that map first (daskauc embed STORE "
+            "OUT.zarr --map TRAIN-EMB.zarr, or write_scores / daskauc predict with map= / "
+            "--map TRAIN-EMB.zarr)")
+    if theirs != fitted:
+        raise ValueError(
+            f"{where} was embedded by another map (map sha256 {str(theirs)[:12]}) than the "
+            f"rows {cls} was fitted on (map sha256 {fitted[:12]}): its scores would be "
+            "meaningless; embed the rows with the training embedding's map (daskauc embed "
+            "STORE OUT.zarr --map TRAIN-EMB.zarr)")
 
 
 def check_n_features(X_shape, expected: int, what: str = "the model") -> None:
@@ -421,6 +471,9 @@ def check_predict_X(est, X: Any, *, dtype=None):
         if is_dask_frame(X) or (is_store_path(X) and getattr(est, "feature_names_in_", None)
                                 is not None and feature_names_of(X) is not None):
             _check_feature_names(est, X)
+        if getattr(est, "input_map_sha256_", None) is not None:
+            location, attrs = store_of(X)
+            check_input_map(est, attrs, location)
         Xv = as_row_chunked(X, dtype=dtype)
     else:
         _check_feature_names(est, X)
@@ -437,7 +490,9 @@ def _matching_label(uniq: np.ndarray, value) -> int | None:
     to ``uniq``'s dtype (a cast would make ``"gamma"`` match ``"g"`` in a one-character string
     array and ``1.9`` match ``1`` in an integer one); None when no label equals it. Numbers
     match numbers of equal value (``2`` matches ``2.0``, ``True`` matches ``1``), strings
-    match strings exactly, and a number never matches a string."""
+    match strings exactly, and a number never matches a string (the command line reads a
+    typed value as JSON first: ``--positive 2`` and the key of
+    ``--param 'class_weight={"2": 5}'`` are the number 2)."""
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, bytes):

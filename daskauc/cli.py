@@ -23,6 +23,8 @@ import time
 import warnings
 
 from ._compute import persist
+from ._urls import StorageUnreachableError
+from ._validation import check_input_map
 
 logger = logging.getLogger("daskauc")
 
@@ -96,10 +98,25 @@ def _float_or_auto(text: str):
 
 
 def _parse_value(text: str):
+    """A --param or --positive value: JSON, else the text. A dict's keys, which JSON makes
+    text, are read the same way (``class_weight={"1": 10}`` names the label 1 as
+    ``--positive 1`` does: no spelling reached a numeric label)."""
+    import json
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        value = json.loads(text)
+    except ValueError:
         return text
+    if isinstance(value, dict):
+        keys = {}
+        for k in value:
+            keys.setdefault(_parse_value(k), []).append(k)
+        twice = next((ks for ks in keys.values() if len(ks) > 1), None)
+        if twice:  # "1" and "1.0" are one number
+            raise argparse.ArgumentTypeError(
+                f"the keys {' and '.join(map(repr, twice))} of {text} name one value")
+        return {_parse_value(k): v for k, v in value.items()}
+    return value
 
 
 def _json_object(text: str) -> dict:
@@ -133,11 +150,8 @@ def _storage_options(args):
     import fsspec.config
     from fsspec.registry import known_implementations, registry
 
-    from ._store import is_url
-
-    urls = [u for k, v in vars(args).items() if k != "scheduler" for u in _strings(v)
-            if is_url(u)]
-    protocols = {u.split("://", 1)[0] for u in urls} & {*known_implementations, *registry}
+    protocols = {u.split("://", 1)[0] for u in _urls(args)} & {*known_implementations,
+                                                               *registry}
     saved = {p: (fsspec.config.conf.get(p), os.environ.get(f"FSSPEC_{p.upper()}"))
              for p in protocols}
     try:
@@ -153,6 +167,14 @@ def _storage_options(args):
                     mapping.pop(key, None)
                 else:
                     mapping[key] = value
+
+
+def _urls(args) -> list[str]:
+    """The URLs among the command's arguments (its stores and files on object storage)."""
+    from ._store import is_url
+
+    return [u for k, v in vars(args).items() if k != "scheduler" for u in _strings(v)
+            if is_url(u)]
 
 
 # -- cluster, progress and results -----------------------------------------------------------
@@ -194,6 +216,11 @@ def _cluster(args):
 
     _announced.add(client.dashboard_link)
     try:
+        from ._urls import check_workers_access
+
+        # the stores were checked from here before the cluster started; a cluster's workers
+        # may lack what this process has (credentials in its own environment)
+        check_workers_access(client, _urls(args))
         yield client
     finally:
         tic = time.perf_counter()
@@ -390,7 +417,10 @@ def _fit_estimator(args, kind: str | None = "embedding"):
         if "=" not in item:
             return None, f"--param expects KEY=VALUE, got {item!r}"
         key, value = item.split("=", 1)
-        params[key] = _parse_value(value)
+        try:
+            params[key] = _parse_value(value)
+        except argparse.ArgumentTypeError as exc:
+            return None, f"--param {key}: {exc}"
     for key in ("lam", "C", "n_epochs"):
         value = getattr(args, key, None)
         if value is not None:
@@ -541,6 +571,7 @@ def _check_width(est, model: str, ds, store: str) -> None:
     model fitted on an embedding needs the test rows through the same map)."""
     expected = getattr(est, "n_features_in_", None)
     if expected is None or expected == ds.n_features:
+        check_input_map(est, ds.attrs, store)
         return
     from ._store import stored_kind
 
@@ -587,7 +618,8 @@ def cmd_predict(args) -> int:
 
     # the model, the input, the map and the output are checked before the cluster starts
     plan = plan_scores(args.model, args.input, args.output, id_column=args.id_column,
-                       map=args.map, overwrite=args.overwrite, chunk_rows=args.chunk_rows)
+                       map=args.map, overwrite=args.overwrite, chunk_rows=args.chunk_rows,
+                       handle_unknown=args.handle_unknown)
     with _cluster(args):
         with _step(f"predict {args.input} -> {args.output}"):
             done = plan.run()
@@ -950,6 +982,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-rows", type=int, default=None,
                    help="rows per task and output chunk (default: a store's chunks; for "
                    "Parquet about 8 MiB of float64 features)")
+    p.add_argument("--handle-unknown", choices=["error", "ignore"], default="error",
+                   help="Parquet input, a model fitted on one-hot features (column=value): a "
+                   "value the model has no feature for is an error naming it and its row, or "
+                   "zeros for that column (ignore)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
     p = command("demo", "end-to-end run on the spambase data shipped with daskauc", cmd_demo)
@@ -1053,7 +1089,7 @@ def main(argv: list[str] | None = None) -> int:
               "interrupted step", file=sys.stderr)
         return 143
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, IsADirectoryError,
-            NotADirectoryError, PermissionError, ImportError) as exc:
+            NotADirectoryError, PermissionError, ImportError, StorageUnreachableError) as exc:
         print(f"daskauc {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except Exception as exc:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+import dask
 import numpy as np
 import psutil
 import pytest
@@ -314,6 +315,49 @@ def test_outputs_never_replace_inputs_or_data(stores, capsys):
     assert os.path.getsize(d("data.svm")) > 0
     assert (stores / "notes.txt").read_text() == "a user's file\n"
     assert not [p for p in os.listdir(stores) if p.startswith("x-")]
+
+
+def test_an_output_inside_another_store_is_refused_and_every_store_still_opens(
+        stores, tmp_path, capsys):
+    """A checkpoint, a model, a dataset, an embedding or scores written inside a dataset
+    store, a model store or a Zarr group daskauc did not make: all were written (exit 0), and
+    the outer store no longer opened ("is damaged ... restore or write it again") although
+    its bytes were intact. Each is refused before any work, naming the outer store."""
+    import zarr
+
+    from daskauc import OAM, load_model, save_model
+
+    d = lambda name: str(stores / name)  # noqa: E731
+    model = str(tmp_path / "m.zarr")
+    with dask.config.set(scheduler="threads"):
+        save_model(OAM(n_epochs=1).fit(d("tr.zarr")), model)
+    foreign = tmp_path / "foreign.zarr"
+    zarr.open_group(foreign, mode="w").attrs["made_by"] = "someone else"
+    inside_data, inside_model = "a daskauc dataset store", "a daskauc model store"
+    capsys.readouterr()
+    cases = {
+        ("fit", d("tr.zarr"), f"{tmp_path}/x.zarr", "--method", "oam", "--checkpoint",
+         d("tr.zarr/ck.zarr")): inside_data,
+        ("fit", d("tr.zarr"), d("tr.zarr/m.zarr"), "--method", "oam"): inside_data,
+        ("fit", d("tr.zarr"), f"{model}/deeper/m.zarr", "--method", "oam"): inside_model,
+        ("ingest", d("data.svm"), f"{foreign}/d.zarr"): "a Zarr group daskauc did not make",
+        ("split", d("tr.zarr"), f"{tmp_path}/a.zarr", d("te.zarr/b.zarr")): inside_data,
+        ("embed", d("tr.zarr"), f"{model}/e.zarr", "--landmarks", "10"): inside_model,
+        ("predict", model, d("te.zarr"), f"{model}/s.zarr"): inside_model,
+        ("predict", model, d("te.zarr"), d("te.zarr/s.parquet")): inside_data,
+    }
+    for args, what in cases.items():
+        assert main(list(args)) == 1, args
+        err = capsys.readouterr().err
+        assert "is inside" in err and what in err, (args, err)
+        assert "starting a local Dask cluster" not in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+    assert open_dataset(d("tr.zarr")).n_samples > 0 and open_dataset(d("te.zarr")).n_samples
+    load_model(model)
+    assert not any(p.endswith((".zarr", ".parquet")) or p == "deeper"
+                   for p in os.listdir(model))
+    assert os.listdir(foreign) == ["zarr.json"]
+    assert not (tmp_path / "x.zarr").exists() and not (tmp_path / "a.zarr").exists()
 
 
 # -------------------------------------------------------------------- signals

@@ -570,3 +570,97 @@ def test_cluster_gives_the_same_embedding(dask_cluster_client, tmp_path):
     np.testing.assert_allclose(results["cluster"][0], results["threads"][0], atol=1e-10)
     np.testing.assert_allclose(results["cluster"][1], results["threads"][1], atol=1e-5)
     assert open_dataset(tmp_path / "emb-cluster.zarr").attrs["n_positive"] == int((y > 0).sum())
+
+
+# ------------------------------------------------------------ a model knows the map it needs
+
+
+def test_a_model_refuses_rows_from_a_map_it_was_not_fitted_on(tmp_path, capsys):
+    """Two embeddings of the same training rows, 60 landmarks each (other seeds): the same
+    width, other features. A model fitted on one scored rows mapped by the other with exit 0
+    and an AUC of 0.386 for 0.984 (only the width was compared). The model now records the
+    map's digest (``input_map_sha256_``, kept in its file), and every way of scoring refuses
+    rows or a map of another map before any work, naming both digests; its own map works."""
+    from daskauc import PairwiseHingeSGD, ingest_array, load_model, roc_auc, save_model
+    from daskauc.cli import main
+    from daskauc.embed.embedding_store import map_sha256
+    from daskauc.scoring import write_scores
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 5))
+    y = np.where(X[:, 0] ** 2 + X[:, 1] ** 2 + 0.2 * rng.normal(size=1500) > 1.4, 1, -1)
+    ingest_array(X[:1000], y[:1000], tmp_path / "train.zarr", chunk_rows=500)
+    ingest_array(X[1000:], y[1000:], tmp_path / "test.zarr", chunk_rows=500)
+    for name, seed in (("emb", 0), ("other", 7)):
+        fmap = KMeansNystroem(60, kmeans_epochs=1, random_state=seed).fit(
+            str(tmp_path / "train.zarr"))
+        fmap.write_embedding(tmp_path / "train.zarr", tmp_path / f"{name}-train.zarr")
+        fmap.write_embedding(tmp_path / "test.zarr", tmp_path / f"{name}-test.zarr")
+    model = PairwiseHingeSGD(n_epochs=3, random_state=0).fit(str(tmp_path / "emb-train.zarr"))
+    digest = open_dataset(tmp_path / "emb-train.zarr").attrs["map_sha256"]
+    assert model.input_map_sha256_ == digest
+    assert map_sha256(load_embedding_map(tmp_path / "emb-train.zarr")) == digest
+    save_model(model, tmp_path / "m.zarr")
+    assert load_model(tmp_path / "m.zarr").input_map_sha256_ == digest
+    own = model.score(str(tmp_path / "emb-test.zarr"))
+    assert own > 0.9
+    # the same model from the store's arrays records the same digest
+    ds = open_dataset(tmp_path / "emb-train.zarr")
+    assert PairwiseHingeSGD(n_epochs=1).fit(ds.X, ds.y).input_map_sha256_ == digest
+    assert not hasattr(PairwiseHingeSGD(n_epochs=1).fit(np.asarray(ds.X), np.asarray(ds.y)),
+                       "input_map_sha256_")  # numpy rows: nothing to record
+
+    other = open_dataset(tmp_path / "other-test.zarr")
+    wrong = roc_auc(other.y, np.asarray(other.X) @ model.coef_.ravel())  # what it scored
+    assert wrong < own - 0.1
+    another = r"embedded by another map \(map sha256 \w{12}\) than the rows PairwiseHingeSGD"
+    with pytest.raises(ValueError, match=another):
+        model.score(str(tmp_path / "other-test.zarr"))
+    with pytest.raises(ValueError, match=another):
+        model.decision_function(other.X)
+    with pytest.raises(ValueError, match="other-test.zarr holds raw rows|embedded by another"):
+        model.predict(str(tmp_path / "other-test.zarr"))
+    out = tmp_path / "s.zarr"
+    with pytest.raises(ValueError, match=r"the map .*other-train.zarr \(map sha256 \w{12}\) "
+                                         r"is not the one the model .* was fitted on"):
+        write_scores(tmp_path / "m.zarr", tmp_path / "test.zarr", out,
+                     map=tmp_path / "other-train.zarr")
+    with pytest.raises(ValueError, match=another):
+        write_scores(tmp_path / "m.zarr", tmp_path / "other-test.zarr", out)
+    assert not out.exists()
+    # the command line, as the probe ran it: exit 1, one line, nothing written
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "m.zarr"), str(tmp_path / "test.zarr"), str(out),
+                 "--map", str(tmp_path / "other-train.zarr")]) == 1
+    assert main(["evaluate", str(tmp_path / "m.zarr"), str(tmp_path / "other-test.zarr")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "is not the one the model" in err[0] and \
+        "embedded by another map" in err[1]
+    assert not out.exists()
+    # its own map: the scores of the embedded test rows
+    written = write_scores(tmp_path / "m.zarr", tmp_path / "test.zarr", out,
+                           map=tmp_path / "emb-train.zarr")
+    import zarr
+
+    scores = zarr.open_group(written.path, mode="r")["decision_function"][...]
+    np.testing.assert_allclose(scores, model.decision_function(
+        np.asarray(open_dataset(tmp_path / "emb-test.zarr").X)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_raw_store_of_the_embedding_width_is_refused(tmp_path):
+    """A raw store that happens to have as many columns as the embedding: its rows are not
+    embedded; the model fitted on the embedding says so instead of scoring them."""
+    from daskauc import PairwiseHingeSGD, ingest_array
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 4))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    ingest_array(X, y, tmp_path / "d.zarr", chunk_rows=200)
+    fmap = KMeansNystroem(6, kmeans_epochs=1, random_state=0).fit(str(tmp_path / "d.zarr"))
+    fmap.write_embedding(tmp_path / "d.zarr", tmp_path / "e.zarr")
+    model = PairwiseHingeSGD(n_epochs=1, random_state=0).fit(str(tmp_path / "e.zarr"))
+    width = model.n_features_in_
+    ingest_array(rng.normal(size=(100, width)), y[:100], tmp_path / "raw.zarr")
+    with pytest.raises(ValueError, match=r"raw.zarr holds raw rows, but PairwiseHingeSGD was "
+                                         r"fitted on rows embedded by a Nystroem map"):
+        model.score(str(tmp_path / "raw.zarr"))

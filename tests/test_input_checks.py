@@ -151,17 +151,16 @@ def test_pos_label_matches_labels_by_value():
 
 
 # -- X and y from a dask DataFrame of several partitions ----------------------------------------
-def _classifiers():
-    """Every registered classifier, with small settings where a default only costs time (20
-    landmarks, not 1,600, on 600 rows; C and KernelAUC's gamma and lam given, 5 epochs: the
-    searches are tested elsewhere, the input path is under test here)."""
+def _registered():
+    """Every registered estimator and transformer, with small settings where a default only
+    costs time (20 landmarks, not 1,600, on 600 rows; C and KernelAUC's gamma and lam given,
+    5 epochs: the searches are tested elsewhere, the input path is under test here)."""
     from daskauc._registry import MODEL_CLASSES
 
-    small = {"n_landmarks": 20, "n_components": 20, "C": 1e-2, "n_epochs": 5}
+    small = {"n_landmarks": 20, "n_components": 20, "C": 1e-2, "n_epochs": 5,
+             "n_clusters": 8}
     out = []
     for name, cls in sorted(MODEL_CLASSES.items()):
-        if not hasattr(cls, "decision_function"):
-            continue
         params = cls().get_params()
         given = {k: v for k, v in small.items() if k in params and params[k] != "all"}
         if name == "KernelAUC":
@@ -191,23 +190,27 @@ def _frames(tmp_path, how):
 
 @pytest.mark.filterwarnings("ignore::daskauc.embed.nystroem.NystroemRankWarning")
 @pytest.mark.parametrize("how", ["parquet", "from_pandas"])
-@pytest.mark.parametrize("cls, params", _classifiers())
+@pytest.mark.parametrize("cls, params", _registered())
 def test_x_and_y_from_dask_dataframes_of_several_partitions(tmp_path, how, cls, params):
     """dask 2026.8's ``to_dask_array(lengths=True)`` counted the partitions of a frame read
     from two Parquet files as one and failed ("The number of items in 'lengths' does not
     match the number of partitions. 1 != 2"). The oracle: the same model as from dask arrays
     of the same rows in the chunks the frames give; from Parquet with the label as a boolean
-    (== 'g') too."""
+    (== 'g') too. A transformer gives the same transform."""
     df, X, y = _frames(tmp_path, how)
     model = cls(**params, random_state=0) if "random_state" in cls().get_params() \
         else cls(**params)
     fitted = model.fit(X, y)
-    assert list(fitted.classes_) == ["g", "h"]
     Xa = X.to_dask_array().compute_chunk_sizes()
     ya = da.from_array(df["class"].to_numpy(), chunks=(Xa.chunks[0],))
     expect = type(model)(**model.get_params()).fit(
         da.from_array(df[["a", "b", "c"]].to_numpy(), chunks=Xa.chunks), ya)
     rows = df[["a", "b", "c"]]
+    if not hasattr(model, "decision_function"):
+        np.testing.assert_allclose(fitted.transform(rows), expect.transform(rows.to_numpy()),
+                                   rtol=1e-6, atol=1e-8)
+        return
+    assert list(fitted.classes_) == ["g", "h"]
     # the same arithmetic but for the order of threaded reductions (KernelAUC's Newton sums)
     np.testing.assert_allclose(fitted.decision_function(rows),
                                expect.decision_function(rows.to_numpy()), rtol=1e-6, atol=1e-8)

@@ -237,6 +237,14 @@ def _json_params(est) -> dict:
     return _jsonable(p)
 
 
+def map_sha256(fmap) -> str:
+    """The digest of a fitted Nystroem map (landmarks, projection, its scaler's statistics,
+    gamma): the ``map_sha256`` an embedding store made by it records, and a model fitted on
+    that store as ``input_map_sha256_``."""
+    return _map_sha256(fmap, getattr(fmap, "scaler_mean_", None),
+                       getattr(fmap, "scaler_scale_", None))
+
+
 def _map_sha256(est, mean, scale) -> str:
     h = hashlib.sha256()
     for a in (est.landmarks_, est.projection_, mean, scale):

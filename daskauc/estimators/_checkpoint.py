@@ -17,6 +17,7 @@ import os
 import dask.array as da
 import numpy as np
 
+from .._dataset import zarr_array_of, zarr_location
 from .._store import is_url
 from .._validation import is_store_path
 
@@ -169,9 +170,9 @@ def _source(obj, name: str) -> dict | None:
         group = open_store(path, verify=False)
         shape = group[name].shape if name in group else ()
         return _store_source(path, dict(group.attrs), name, shape)
-    arr = _store_array(obj)
+    arr = zarr_array_of(obj)
     if arr is not None:
-        location, attrs = _zarr_location(arr)
+        location, attrs = zarr_location(arr)
         if location is not None:
             return _store_source(location, attrs, arr.store_path.path, arr.shape)
     if isinstance(obj, da.Array):
@@ -193,44 +194,6 @@ def _store_source(path: str, attrs: dict, array: str, shape) -> dict:
             "n_positive": attrs.get("n_positive"), "n_negative": attrs.get("n_negative")}
 
 
-def _store_array(obj):
-    """The ``zarr.Array`` behind ``obj`` when ``obj`` is one, or is exactly the dask array
-    of one (``open_dataset``, ``da.from_zarr``: not sliced, cast or rechunked); else None."""
-    from .._dataset import CheckedZarrArray
-    from .._validation import _is_zarr_array
-
-    if _is_zarr_array(obj):
-        return obj
-    if not isinstance(obj, da.Array):
-        return None
-    layer = obj.dask.layers.get(f"original-{obj.name}")
-    if layer is None or len(layer) != 1:
-        return None
-    source = next(iter(layer.values()))
-    if isinstance(source, CheckedZarrArray):
-        source = source.array
-    return source if _is_zarr_array(source) else None
-
-
-def _zarr_location(arr) -> tuple[str | None, dict]:
-    """(resolved path or URL of the store holding ``arr``, its root group's attributes)."""
-    import zarr
-
-    store = arr.store_path.store
-    root = getattr(store, "root", None)
-    if root is not None:
-        location = os.path.abspath(os.fspath(root))
-    elif getattr(store, "fs", None) is not None:
-        location = store.fs.unstrip_protocol(store.path).rstrip("/")
-    else:  # an in-memory Zarr store: no location
-        return None, {}
-    try:
-        attrs = dict(zarr.open_group(store=store, mode="r").attrs)
-    except Exception:  # a bare array without a group: no writer token
-        attrs = {}
-    return location, attrs
-
-
 def _stores_read(*objs) -> list[str]:
     """Resolved locations of the stores ``objs`` (paths, Zarr or dask arrays) read from."""
     from .._store import resolve_path
@@ -244,8 +207,8 @@ def _stores_read(*objs) -> list[str]:
             next(iter(layer.values())) for key, layer in obj.dask.layers.items()
             if key.startswith("original-") and len(layer) == 1]
         for leaf in leaves:
-            arr = _store_array(getattr(leaf, "array", leaf))
-            location = _zarr_location(arr)[0] if arr is not None else None
+            arr = zarr_array_of(getattr(leaf, "array", leaf))
+            location = zarr_location(arr)[0] if arr is not None else None
             if location is not None and location not in out:
                 out.append(location)
     return out

@@ -200,7 +200,7 @@ class OAM(_OnlineAUCModel):
     intercept_, calibration_slope_ : float
         The Platt calibration of ``X @ coef_`` (see :class:`daskauc.RankSVM`); ``partial_fit``
         refits it on its batch (and keeps it for a batch of one class).
-    n_features_in_, feature_names_in_ : as every daskauc model.
+    n_features_in_, feature_names_in_, input_map_sha256_ : as every daskauc model.
 
     Notes
     -----

@@ -88,6 +88,8 @@ class RankSVM(LinearAUCModel):
     classes_ : ndarray, ``[negative, positive]`` label values.
     n_features_in_ : int
     feature_names_in_ : ndarray of str, when ``X`` was a dataframe with string column names.
+    input_map_sha256_ : str, when ``X`` was an embedding store: the digest of its map, which
+        scoring checks (rows of another map are refused).
 
     Notes
     -----

@@ -30,12 +30,13 @@ from .. import _config
 from .._compute import compute, share
 from .._store import is_url, resolve_path, store_exists, stored_kind
 from .._store_write import check_output, create_array, writing_store
-from .._validation import check_param
+from .._validation import check_input_map, check_param
 from .._version import __version__
+from ..embed.embedding_store import map_sha256
 from ..embed.nystroem import KMeansNystroem, load_embedding_map
 from ..estimators._calibration import proba_block
 from ..io import load_model
-from .inputs import carried_options, is_path, open_input
+from .inputs import StoreInput, carried_options, is_path, open_input
 from .outputs import (
     COLUMNS,
     KIND,
@@ -68,7 +69,7 @@ class ScoresWritten:
 
 def write_scores(model, source, output, *, id_column: str | None = None, map=None,
                  overwrite: bool = False, storage_options: dict | None = None,
-                 chunk_rows: int | None = None) -> ScoresWritten:
+                 chunk_rows: int | None = None, handle_unknown: str = "error") -> ScoresWritten:
     """Score every row of ``source`` with a fitted model; write id, decision and probability.
 
     Parameters
@@ -80,10 +81,11 @@ def write_scores(model, source, output, *, id_column: str | None = None, map=Non
         the feature columns and the id column are read: the columns named by the model's
         ``feature_names_in_`` (the map's, with ``map``) when it has them, else every numeric
         or boolean column except the id column, in the file's order.
-    output : str or path-like
+    output : str, bytes or path-like
         ``NAME.zarr``: a Zarr group holding ``id``, ``decision_function`` and
         ``probability`` (1-D, the input's row chunks); ``NAME.parquet``: a directory of one
-        part file per row chunk with those columns. Path or URL.
+        part file per row chunk with those columns. Path or URL; a local name need not be
+        UTF-8 (bytes, or a str from :func:`os.fsdecode`).
     id_column : str, optional
         Parquet input: the column written as the id, of any type (Zarr output takes integer,
         float or text ids). Default: the row index (int64).
@@ -102,6 +104,12 @@ def write_scores(model, source, output, *, id_column: str | None = None, map=Non
         about 8 MiB of float64 features, in whole row groups where they are equal. A task
         scores its chunk in blocks of rows whose widest intermediate (an embedding, a kernel
         row over the centres) is about 64 MiB.
+    handle_unknown : {"error", "ignore"}, default "error"
+        A Parquet input scored by a model fitted on a store ingested with
+        ``categorical="onehot"`` (features ``column=value``): a value of the text column the
+        model has no feature for (unseen at ingest) is an error naming the column, the value
+        and the row ("error", as scikit-learn's ``OneHotEncoder``), or scored as zeros in
+        every feature of that column ("ignore"). The model's features give the known values.
 
     Returns
     -------
@@ -124,12 +132,12 @@ def write_scores(model, source, output, *, id_column: str | None = None, map=Non
     """
     return plan_scores(model, source, output, id_column=id_column, map=map,
                        overwrite=overwrite, storage_options=storage_options,
-                       chunk_rows=chunk_rows).run()
+                       chunk_rows=chunk_rows, handle_unknown=handle_unknown).run()
 
 
 def plan_scores(model, source, output, *, id_column: str | None = None, map=None,
                 overwrite: bool = False, storage_options: dict | None = None,
-                chunk_rows: int | None = None) -> ScoringPlan:
+                chunk_rows: int | None = None, handle_unknown: str = "error") -> ScoringPlan:
     """Every check of :func:`write_scores` (same parameters), before any work; returns the
     plan whose :meth:`ScoringPlan.run` scores and writes."""
     check_param("overwrite", overwrite, bool)
@@ -137,11 +145,15 @@ def plan_scores(model, source, output, *, id_column: str | None = None, map=None
         check_param("chunk_rows", chunk_rows, int, low=1)
     if id_column is not None:
         check_param("id_column", id_column, str)
+    check_param("handle_unknown", handle_unknown, str, choices=("error", "ignore"))
+    if isinstance(output, bytes):  # a local name that is not UTF-8, as the OS gives it
+        output = os.fsdecode(output)
     fmt = output_format(output)
     est, model_label = _load_model(model)
     fmap, map_label = _load_map(map)
-    inp = open_input(source, id_column, storage_options)
+    inp = open_input(source, id_column, storage_options, handle_unknown)
     slope = _slope(est, model_label)
+    _check_map(est, model_label, fmap, map_label, inp)
     expects = fmap if fmap is not None else est
     inp.select_features(_feature_names(expects), _width_check(est, model_label, fmap,
                                                               map_label, inp.label))
@@ -290,6 +302,29 @@ def _load_map(fmap) -> tuple[Any, str | None]:
         raise TypeError(f"map must be an embedding store path or a fitted feature map; got "
                         f"{type(fmap).__name__}")
     return fmap, f"<{type(fmap).__name__} object>"
+
+
+def _check_map(est, model_label: str, fmap, map_label, inp) -> None:
+    """The map (or the embedding store scored) is the one that made the rows the model was
+    fitted on, when the model records it (``input_map_sha256_``): a map of the same width
+    but other landmarks gives scores that mean nothing (an AUC of 0.39 for 0.98)."""
+    fitted = getattr(est, "input_map_sha256_", None)
+    if fitted is None:
+        return
+    if fmap is None:
+        if isinstance(inp, StoreInput):
+            check_input_map(est, inp.ds.attrs, inp.label)
+        return
+    if not hasattr(fmap, "projection_"):
+        raise ValueError(f"the map {map_label} is a {type(fmap).__name__}, but the model "
+                         f"{model_label} was fitted on rows embedded by a Nystroem map (map "
+                         f"sha256 {fitted[:12]}); give that embedding store as the map")
+    theirs = map_sha256(fmap)
+    if theirs != fitted:
+        raise ValueError(f"the map {map_label} (map sha256 {theirs[:12]}) is not the one the "
+                         f"model {model_label} was fitted on (map sha256 {fitted[:12]}): its "
+                         "scores would be meaningless; give the embedding store the model "
+                         "was fitted on as the map")
 
 
 def _feature_names(est) -> list[str] | None:
