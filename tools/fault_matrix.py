@@ -105,9 +105,9 @@ PROBE_FAULTS = {
     "test_an_unreachable_s3_endpoint_is_one_line_naming_it_at_once": (
         "unreachable S3 endpoint", "one line naming the endpoint, in under 5 s",
         "before any work"),
-    "test_class_weight_keys_as_text_match_numeric_labels_as_a_positive_label_does": (
-        "class_weight keys as text ('1') on numeric labels (Python)", "same result as the "
-        "number key", "-"),
+    "test_class_weight_keys_are_matched_to_numeric_labels_as_a_positive_label_is": (
+        "class_weight keys 1 / 1.0 on labels 1/2, 0/1 or a store's 1.0/2.0 (Python)",
+        "same result; the text '1' refused as pos_label='1' is", "before any work"),
     "test_a_class_weight_by_a_numeric_label_from_the_command_line": (
         "--param 'class_weight={\"1\": 10}' on numeric labels", "same result as the "
         "number key", "-"),
