@@ -1,15 +1,97 @@
-"""The classes a model file may name: every public estimator and transformer registers itself
-here where it is defined (``@model_class``), and :mod:`daskauc.io` builds models from this
-table alone, so loading a file never imports anything by a name the file gives."""
+"""The registries: every public estimator and transformer registers itself where it is
+defined (``@model_class``), and every solver function in its module (``@solver``).
+
+:mod:`daskauc.io` builds models, and the solver states inside them, from these tables alone,
+so loading a file never imports anything by a name the file gives. ``daskauc fit --method``,
+``daskauc warmup`` and the tests that must cover every class or solver (golden fits,
+scikit-learn's checks, checkpoints, chains) read the same tables, filtered by kind and tags.
+"""
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 #: class name -> class, for every estimator and transformer that ``save_model`` writes
 MODEL_CLASSES: dict[str, type] = {}
 
+#: class name -> how ``daskauc fit --method`` offers the class: ``{method: fixed parameters}``,
+#: or the reason it offers none (every registered class says one or the other)
+CLI_METHODS: dict[str, dict[str, dict] | str] = {}
 
-def model_class(cls: type) -> type:
-    """Register ``cls`` (a class decorator) under its name; two classes may not share one."""
-    if MODEL_CLASSES.setdefault(cls.__name__, cls) is not cls:
-        raise TypeError(f"two model classes named {cls.__name__}")
-    return cls
+
+def model_class(cls: type | None = None, *, cli: str | dict[str, dict] | None = None,
+                no_cli: str | None = None):
+    """Register a class under its name (a class decorator; two classes may not share one).
+
+    ``cli``: the ``daskauc fit --method`` name(s) that fit it, a name or ``{name: fixed
+    parameters}``; ``no_cli``: why the command line has no method for it. A preset (an
+    embedding and a linear model) offered by name fits a raw dataset store; on an embedding
+    store the same method fits the preset's linear model with the preset's defaults."""
+    if cli is not None and no_cli is not None:
+        raise TypeError("give cli= or no_cli=, not both")
+
+    def register(cls: type) -> type:
+        if MODEL_CLASSES.setdefault(cls.__name__, cls) is not cls:
+            raise TypeError(f"two model classes named {cls.__name__}")
+        if cli is not None:
+            CLI_METHODS[cls.__name__] = {cli: {}} if isinstance(cli, str) else dict(cli)
+        elif no_cli is not None:
+            CLI_METHODS[cls.__name__] = str(no_cli)
+        return cls
+
+    return register(cls) if cls is not None else register
+
+
+@dataclass(frozen=True)
+class SolverEntry:
+    """A registered solver function (``@solver``)."""
+
+    name: str
+    function: Callable
+    #: "stochastic" (epochs over row chunks), "newton" (distributed truncated Newton) or
+    #: "least-squares" (closed form, or conjugate gradients on the normal equations)
+    kind: str
+    #: the dataclasses of the state it threads through epochs and checkpoints (model files
+    #: rebuild these and nothing else)
+    states: tuple[type, ...] = ()
+    #: "linear" or "kernel", "pairwise" (a loss over pairs) ...
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def parameters(self) -> list[str]:
+        """Its keyword parameters (the options an estimator passes it)."""
+        return [name for name, p in inspect.signature(self.function).parameters.items()
+                if p.kind is p.KEYWORD_ONLY]
+
+    @property
+    def chains(self) -> bool:
+        """It runs an epoch as parallel chains (``n_chains``)."""
+        return "n_chains" in self.parameters
+
+    @property
+    def resumable(self) -> bool:
+        """It continues from a state (``state=``): ``partial_fit`` and checkpoints."""
+        return "state" in self.parameters
+
+
+#: solver function name -> its entry, for every solver of ``daskauc.solvers``
+SOLVERS: dict[str, SolverEntry] = {}
+
+SOLVER_KINDS = ("stochastic", "newton", "least-squares")
+
+
+def solver(*, kind: str, states: tuple[type, ...] = (), tags=()):
+    """Register a solver function under its name (a decorator): its kind, the state classes
+    it threads (:class:`SolverEntry`) and tags."""
+    if kind not in SOLVER_KINDS:
+        raise ValueError(f"kind must be one of {SOLVER_KINDS}; got {kind!r}")
+
+    def register(function: Callable) -> Callable:
+        entry = SolverEntry(function.__name__, function, kind, tuple(states), frozenset(tags))
+        if SOLVERS.setdefault(entry.name, entry).function is not function:
+            raise TypeError(f"two solvers named {entry.name}")
+        return function
+
+    return register

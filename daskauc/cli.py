@@ -44,32 +44,45 @@ example: daskauc ingest data.libsvm.xz data.zarr --shuffle --split train.zarr te
 
 # -- methods the fit command knows ------------------------------------------------------------
 def _methods() -> dict:
-    """name -> (estimator class, fixed params) for ``daskauc fit --method``."""
-    from .estimators.kernel import KernelAUC
-    from .estimators.least_squares import LEAST_SQUARES_METHODS
-    from .estimators.online import ONLINE_METHODS
-    from .estimators.pairwise_sgd import PairwiseHingeSGD
-    from .estimators.ranksvm import RankSVM
+    """name -> (estimator class, fixed params) for ``daskauc fit --method`` on an embedding
+    store, from the registry (``@model_class(cli=...)``): a preset's method fits its linear
+    model with the preset's defaults there (it embeds a raw store first:
+    :func:`_embedding_methods`)."""
+    from ._registry import CLI_METHODS, MODEL_CLASSES
 
-    methods = {  # on an embedding store: the solver with the Python class's defaults
-        "nsauc": (PairwiseHingeSGD, {"average": True, "n_epochs": 20}),
-        "nsvmsgd2": (PairwiseHingeSGD, {"average": False, "n_epochs": 20}),
-        "nbauc": (RankSVM, {}),
-        "ranksvm": (RankSVM, {}),
-        "kernel": (KernelAUC, {}),
-    }
-    methods.update({k: (v, {}) for k, v in LEAST_SQUARES_METHODS.items()})
-    methods.update({k: (v, {}) for k, v in ONLINE_METHODS.items()})
+    methods = {}
+    for name, offered in CLI_METHODS.items():
+        if isinstance(offered, str):  # the reason it has no method
+            continue
+        cls = MODEL_CLASSES[name]
+        for method, fixed in offered.items():
+            methods[method] = _linear_part(cls, fixed)
     return methods
+
+
+def _linear_part(cls, fixed: dict) -> tuple[type, dict]:
+    """(class, fixed params) of ``cls`` on an embedding store: a preset's linear model with the
+    parameters where the preset's defaults differ from the model's, else ``cls`` itself."""
+    from .estimators.presets import EmbeddedAUCModel
+
+    if not issubclass(cls, EmbeddedAUCModel):
+        return cls, dict(fixed)
+    solver = cls(**fixed).linear_model()
+    defaults = type(solver)().get_params()
+    return type(solver), {k: v for k, v in solver.get_params().items()
+                          if k not in ("random_state", "class_weight") and v != defaults[k]}
 
 
 def _embedding_methods() -> dict:
     """name -> the class that embeds a raw dataset store first, as Python's does: the
     methods of the papers are nonlinear (a linear fit on raw features reached 0.9495 where
     the embedded NSAUC reached 0.9999)."""
-    from .estimators.presets import NBAUC, NSAUC, NSVMSGD2
+    from ._registry import CLI_METHODS, MODEL_CLASSES
+    from .estimators.presets import EmbeddedAUCModel
 
-    return {"nsauc": NSAUC, "nsvmsgd2": NSVMSGD2, "nbauc": NBAUC}
+    return {method: MODEL_CLASSES[name] for name, offered in CLI_METHODS.items()
+            if not isinstance(offered, str) and issubclass(MODEL_CLASSES[name], EmbeddedAUCModel)
+            for method in offered}
 
 
 def _method_defaults(param: str) -> str:

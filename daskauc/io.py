@@ -341,20 +341,12 @@ _STATE_GROUP = "solver_state"
 
 
 def _state_classes() -> dict[str, type]:
-    """The solver-state dataclasses a model file may rebuild (and nothing else)."""
-    from .solvers.nsauc import PairwiseSGDState
-    from .solvers.oam import OAMState
-    from .solvers.opauc import OPAUCState
-    from .solvers.solam import SOLAMState
-    from .solvers.spam import SPAMState
-    from .solvers.spdam import SPDAMState
-    from .solvers.stats import ClassMeans, ClassStats
-    from .solvers.twopass import TwoPassState
-    from .solvers.univariate import UnivariateState
+    """The solver-state dataclasses a model file may rebuild (and nothing else): those the
+    solvers register (``@solver(states=...)``)."""
+    from . import solvers  # noqa: F401 - every solver registered
+    from ._registry import SOLVERS
 
-    return {c.__name__: c for c in (PairwiseSGDState, OAMState, OPAUCState, SOLAMState,
-                                    SPAMState, SPDAMState, ClassMeans, ClassStats,
-                                    TwoPassState, UnivariateState)}
+    return {c.__name__: c for entry in SOLVERS.values() for c in entry.states}
 
 
 def _encode_state(value, group: zarr.Group, counter: list):

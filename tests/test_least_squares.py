@@ -22,7 +22,6 @@ from sklearn.metrics import roc_auc_score
 
 from daskauc.engine.stream import epoch_plan
 from daskauc.estimators.least_squares import (
-    LEAST_SQUARES_METHODS,
     LSAUC,
     OPAUC,
     SOLAM,
@@ -378,9 +377,10 @@ def test_estimators_fit_partial_fit_and_auc(diabetes):
     X, y = diabetes["X"], diabetes["y"]
     y01 = (y > 0).astype(int)  # any two-valued labels
     auc_opt = roc_auc_score(y, X @ diabetes["w"])
-    for name, cls in LEAST_SQUARES_METHODS.items():
-        kw = {"zeta": 0.5} if name == "solam" else {"lam": diabetes["lam"]}
-        if name != "lsauc":
+    for cls in (LSAUC, TwoPassAUC, OPAUC, SOLAM, SPAM, SPDAM):
+        name = cls.__name__
+        kw = {"zeta": 0.5} if name == "SOLAM" else {"lam": diabetes["lam"]}
+        if name != "LSAUC":
             kw["random_state"] = 0
         est = cls(**kw).fit(X, y01)
         assert est.coef_.shape == (8,) and est.classes_.tolist() == [0, 1]

@@ -131,7 +131,8 @@ def _transform(est, X, fn, name):
     return A.map_blocks(fn, est, dtype=A.dtype, name=f"daskauc-{name}-{token}", meta=A._meta)
 
 
-@model_class
+@model_class(no_cli="a scaler: the presets and KernelAUC standardize their input, daskauc embed "
+                     "before its map")
 class StandardScaler(TransformerMixin, BaseEstimator):
     """Standardize features to zero mean and unit variance, fitted in one pass.
 
@@ -220,7 +221,7 @@ def _unstandardize(block, est):
     return out
 
 
-@model_class
+@model_class(no_cli="a scaler: fit it in Python (daskauc embed standardizes)")
 class MinMaxScaler(TransformerMixin, BaseEstimator):
     """Scale every feature linearly onto ``feature_range``, fitted in one pass.
 

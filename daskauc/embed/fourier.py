@@ -34,7 +34,8 @@ def _rff_block(block, W, b, scale):
     return P
 
 
-@model_class
+@model_class(no_cli="a random Fourier map: fit it in Python (daskauc embed writes k-means "
+                     "Nystroem embeddings)")
 class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     """Random Fourier features ``z(x) = sqrt(2/D) cos(Omega x + b)`` of the Gaussian kernel.
 

@@ -291,7 +291,7 @@ def _sse_block(block, C, csq):
     return np.array([_labels_sse_block(block, C, csq)[1]])
 
 
-@model_class
+@model_class(no_cli="k-means landmarks: daskauc embed fits them")
 class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     """Mini-batch k-means over numpy or out-of-core dask arrays (Sculley 2010).
 

@@ -186,7 +186,7 @@ def _nystroem_block(block, U, usq, M, gamma, mean, scale):
 # ----------------------------------------------------------------------------- estimator
 
 
-@model_class
+@model_class(no_cli="the feature map: daskauc embed fits it and writes the embedding")
 class KMeansNystroem(TransformerMixin, BaseEstimator):
     """Nystroem feature map of the Gaussian kernel on k-means landmarks.
 

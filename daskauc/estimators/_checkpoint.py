@@ -72,9 +72,9 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
     """
     if isinstance(checkpoint, Checkpoint):
         return checkpoint
-    if hasattr(est, "_make_solver"):  # a preset: the checkpoint holds its solver
+    if hasattr(est, "linear_model"):  # a preset: the checkpoint holds its linear model
         also_written = {"embedding_store": est.embedding_store, **(also_written or {})}
-        est = est._make_solver()
+        est = est.linear_model()
     if checkpoint is None:
         if resume:
             raise ValueError("resume=True needs checkpoint=PATH, the fit to continue")

@@ -37,19 +37,19 @@ _KERNEL_SMALL = dict(n_centres=64, selection_centres=16, cv=2, width_rows=300,
 
 
 def _estimators() -> dict:
-    """name -> a constructor of the estimator with its default arguments (``random_state=0``),
-    or the small settings of :data:`_KERNEL_SMALL` for KernelAUC."""
+    """name -> a constructor of every registered estimator with its default arguments
+    (``random_state=0`` where it has one), KernelAUC with the small settings of
+    :data:`_KERNEL_SMALL` on each route and loss instead (its default search is the same
+    kernels many more times)."""
+    from .._registry import MODEL_CLASSES
     from .kernel import KernelAUC
-    from .least_squares import LSAUC, OPAUC, SOLAM, SPAM, SPDAM, TwoPassAUC
-    from .online import OAM, UnivariateAUC
-    from .pairwise_sgd import PairwiseHingeSGD
-    from .presets import NBAUC, NOAM, NSAUC, NSOLAM, NSVMSGD2, RFAUC, KernelRankSVM
-    from .ranksvm import RankSVM
 
-    seeded = (PairwiseHingeSGD, RankSVM, OAM, UnivariateAUC, NSAUC, NSVMSGD2, NBAUC, RFAUC,
-              KernelRankSVM, NOAM, NSOLAM, TwoPassAUC, OPAUC, SOLAM, SPAM, SPDAM)
-    out = {cls.__name__: (lambda cls=cls: cls(random_state=0)) for cls in seeded}
-    out["LSAUC"] = LSAUC
+    out = {}
+    for name, cls in sorted(MODEL_CLASSES.items()):
+        if not hasattr(cls, "decision_function") or cls is KernelAUC:
+            continue
+        seeded = "random_state" in cls().get_params()
+        out[name] = (lambda cls=cls: cls(random_state=0)) if seeded else cls
     for solver in ("kernel", "embedding"):
         out[f"KernelAUC(solver={solver!r})"] = (
             lambda solver=solver: KernelAUC(solver=solver, **_KERNEL_SMALL))
@@ -59,13 +59,17 @@ def _estimators() -> dict:
 
 
 def _transformers() -> dict:
-    from ..data.scale import MinMaxScaler, StandardScaler
-    from ..embed import KMeansNystroem, MiniBatchKMeans, RandomFourierFeatures
+    """name -> a constructor of every registered transformer (``random_state=0`` where it has
+    one)."""
+    from .._registry import MODEL_CLASSES
 
-    return {"StandardScaler": StandardScaler, "MinMaxScaler": MinMaxScaler,
-            "KMeansNystroem": lambda: KMeansNystroem(random_state=0),
-            "MiniBatchKMeans": lambda: MiniBatchKMeans(random_state=0),
-            "RandomFourierFeatures": lambda: RandomFourierFeatures(random_state=0)}
+    out = {}
+    for name, cls in sorted(MODEL_CLASSES.items()):
+        if hasattr(cls, "decision_function"):
+            continue
+        seeded = "random_state" in cls().get_params()
+        out[name] = (lambda cls=cls: cls(random_state=0)) if seeded else cls
+    return out
 
 
 def warm_up(workdir: str | None = None, *, only: tuple[str, ...] | None = None

@@ -72,7 +72,7 @@ SCALINGS = ("standard", "minmax", None)
 
 
 @fill_doc()
-@model_class
+@model_class(cli="kernel")
 class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     """Gaussian-kernel AUC maximization with many centres, gamma and lam chosen.
 

@@ -11,13 +11,11 @@ class says how its paper's parameter maps to ``lam``), so that the methods can b
 equal ``lam`` and share one grid. :class:`LSAUC` computes the minimizer exactly; the others
 are the stochastic methods of the literature, streaming row chunks through numba kernels.
 
-``LEAST_SQUARES_METHODS`` maps short names (``"lsauc"``, ``"twopass"``, ``"opauc"``,
-``"solam"``, ``"spam"``, ``"spdam"``) to the classes.
+``daskauc fit --method`` names them ``lsauc``, ``twopass``, ``opauc``, ``solam``, ``spam`` and
+``spdam`` (their ``@model_class`` registration).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -127,7 +125,7 @@ class _LSModel(LinearAUCModel):
 
 
 @fill_doc()
-@model_class
+@model_class(cli="lsauc")
 class LSAUC(_LSModel):
     """Exact least-squares AUC: one distributed pass and one r x r solve.
 
@@ -179,7 +177,7 @@ class LSAUC(_LSModel):
 
 @fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.",
           combine=': ' + CHAIN_FRAME + ', the step counter summed, the means fixed')
-@model_class
+@model_class(cli="twopass")
 class TwoPassAUC(_LSModel):
     """TwoPassAUC (Luan & Gao 2018): class means, then SGD with an unbiased gradient of LS.
 
@@ -257,7 +255,7 @@ class TwoPassAUC(_LSModel):
 
 @fill_doc(default='"auto"', note='',
           combine=': the class sums, scatters and counts added exactly, ``w`` mixed by steps')
-@model_class
+@model_class(cli="opauc")
 class OPAUC(_LSModel):
     """OPAUC (Gao et al. 2013): one pass with running class means and covariances.
 
@@ -320,7 +318,7 @@ class OPAUC(_LSModel):
     ': ' + CHAIN_FRAME + ' (all of ``(w, a, b, alpha)``), the gamma-weighted averages exact, '
     'the counters summed'
 ))
-@model_class
+@model_class(cli="solam")
 class SOLAM(_LSModel):
     """SOLAM (Ying, Wen & Lyu 2016) and regSOLAM (``penalty="l2"``, Natole et al. 2019).
 
@@ -404,7 +402,7 @@ class SOLAM(_LSModel):
 
 @fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.",
           combine=': ' + CHAIN_FRAME + ', the average exact, the class means fixed')
-@model_class
+@model_class(cli="spam")
 class SPAM(_LSModel):
     """SPAM-L2 / SPAM-NET (Natole, Ying & Lyu 2018): stochastic proximal AUC maximization.
 
@@ -494,7 +492,7 @@ class SPAM(_LSModel):
     ": each chunk's duals from the chain that visited it and ``u`` summed, both exact; "
     "``w`` and ``wbar`` mixed by iterations"
 ))
-@model_class
+@model_class(cli="spdam")
 class SPDAM(_LSModel):
     """SPDAM (Natole, Ying & Lyu 2019): stochastic primal-dual, linear convergence to LSAUC.
 
@@ -554,13 +552,4 @@ class SPDAM(_LSModel):
                      n_chains=self.n_chains, sync_every=self.sync_every)
 
 
-LEAST_SQUARES_METHODS: dict[str, Any] = {
-    "lsauc": LSAUC,
-    "twopass": TwoPassAUC,
-    "opauc": OPAUC,
-    "solam": SOLAM,
-    "spam": SPAM,
-    "spdam": SPDAM,
-}
-
-__all__ = ["LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM", "LEAST_SQUARES_METHODS"]
+__all__ = ["LSAUC", "TwoPassAUC", "OPAUC", "SOLAM", "SPAM", "SPDAM"]

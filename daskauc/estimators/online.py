@@ -6,8 +6,6 @@ baselines".
 
 from __future__ import annotations
 
-import functools
-
 import dask.array as da
 import numpy as np
 
@@ -152,7 +150,7 @@ class _OnlineAUCModel(LinearAUCModel):
     ': ``w`` mixed by rows, the average exact, the reservoirs merged into uniform samples'
     ' of all rows seen'
 ))
-@model_class
+@model_class(cli="oam")
 class OAM(_OnlineAUCModel):
     """Online AUC maximization with reservoir buffers (OAMseq / OAMgra).
 
@@ -262,7 +260,7 @@ class OAM(_OnlineAUCModel):
 @fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.",
           combine=(': ' + CHAIN_FRAME + ' (``w`` and ``b``), the averages exact, the counters '
                    'summed'))
-@model_class
+@model_class(cli={"uni-exp": {"loss": "exp"}, "uni-squ": {"loss": "square"}})
 class UnivariateAUC(_OnlineAUCModel):
     """Online SGD on the class-weighted univariate exponential or squared loss.
 
@@ -371,11 +369,4 @@ class UnivariateAUC(_OnlineAUCModel):
         b = float(result.state.offset[1 if self.average else 0])
         self.offset_ = b - float(self.coef_ @ getattr(self, "center_", np.zeros_like(self.coef_)))
 
-
-#: the online baselines by their command-line / benchmark names.
-ONLINE_METHODS = {
-    "oam": OAM,
-    "uni-exp": functools.partial(UnivariateAUC, loss="exp"),
-    "uni-squ": functools.partial(UnivariateAUC, loss="square"),
-}
 

@@ -126,10 +126,11 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
                               landmarks=self.landmarks, kmeans_epochs=self.kmeans_epochs,
                               dtype=self.dtype, random_state=self._seed(0))
 
-    def _make_solver(self, classes=None):
-        """The linear solver, which learns the labels as {-1, +1}: a class weight given by
-        the raw ``classes`` is passed on by -1 and +1 (as given without ``classes``: a
-        solver only looked at, as a checkpoint's class)."""
+    def linear_model(self, classes=None):
+        """The linear model this preset fits on its embedding, unfitted, with the preset's
+        parameters (``daskauc fit`` fits it on an embedding store). It learns the labels as
+        {-1, +1}: a class weight given by the raw ``classes`` is passed on by -1 and +1 (as
+        given without ``classes``: a model only looked at, as a checkpoint's class)."""
         params = {name: getattr(self, name) for name in self._solver_params}
         params.update(self._solver_fixed)
         params["class_weight"] = pm1_class_weight(self.class_weight, classes)
@@ -163,7 +164,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
         check_class_weight(self.class_weight, classes)
-        solver = self._make_solver(classes)
+        solver = self.linear_model(classes)
         if isinstance(getattr(solver, "C", None), str):  # C="auto": enough rows to choose C?
             check_selectable(*class_counts(y, yd, classes))
         if checkpoint is not None:
@@ -251,7 +252,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
                         "classes=[negative, positive] on the first partial_fit call")
                 classes = seen
             self.classes_ = _classes_arg(classes)
-            self.solver_ = self._make_solver(self.classes_)
+            self.solver_ = self.linear_model(self.classes_)
         Z = self.transform(X)
         # the solver learns {-1, +1} labels (as in fit); the caller's are mapped by classes_
         if isinstance(y, da.Array):
@@ -328,7 +329,7 @@ def _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standard
 
 
 @fill_doc()
-@model_class
+@model_class(cli="nsauc")
 class NSAUC(EmbeddedAUCModel):
     __doc__ = f"""NSAUC: k-means Nystroem embedding + averaged pairwise hinge SGD (Khalid et al.).
 
@@ -368,7 +369,7 @@ class NSAUC(EmbeddedAUCModel):
         self.class_weight = class_weight
 
 
-@model_class
+@model_class(cli="nsvmsgd2")
 class NSVMSGD2(NSAUC):
     """NSVMSGD2: NSAUC without averaging (the last SGD iterate), as in Khalid et al. Fig. 1."""
 
@@ -376,7 +377,7 @@ class NSVMSGD2(NSAUC):
 
 
 @fill_doc()
-@model_class
+@model_class(cli="nbauc")
 class NBAUC(EmbeddedAUCModel):
     __doc__ = f"""NBAUC: k-means Nystroem embedding + PRSVM+ truncated Newton (Khalid Alg. 2).
 
@@ -414,7 +415,7 @@ class NBAUC(EmbeddedAUCModel):
         self.class_weight = class_weight
 
 
-@model_class
+@model_class(no_cli="a random Fourier map: fit it in Python")
 class RFAUC(NBAUC):
     """RFAUC: random Fourier features (``n_landmarks`` of them) + PRSVM+ (the RFAUC baseline).
 
@@ -425,7 +426,8 @@ class RFAUC(NBAUC):
     _feature_map = "fourier"
 
 
-@model_class
+@model_class(no_cli="every training row a landmark: daskauc embed --landmarks N_ROWS, then "
+                     "--method ranksvm")
 class KernelRankSVM(NBAUC):
     """Exact Gaussian-kernel RankSVM for small n: every training row is a landmark.
 
@@ -446,7 +448,7 @@ class KernelRankSVM(NBAUC):
 
 
 @fill_doc()
-@model_class
+@model_class(no_cli="daskauc embed, then --method oam")
 class NOAM(EmbeddedAUCModel):
     __doc__ = f"""NOAM: k-means Nystroem embedding + OAM with 100+100 reservoir buffers.
 
@@ -478,7 +480,8 @@ class NOAM(EmbeddedAUCModel):
 
 
 @fill_doc()
-@model_class
+@model_class(no_cli="daskauc embed, then --method solam --param zeta=25 --epochs 30 "
+                     "(NSOLAM's defaults)")
 class NSOLAM(EmbeddedAUCModel):
     __doc__ = f"""NSOLAM: k-means Nystroem embedding + SOLAM (Khalid et al.'s NSOLAM baseline).
 

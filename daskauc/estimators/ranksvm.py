@@ -30,7 +30,7 @@ from ._checkpoint import check_resumed_data, open_checkpoint
 
 
 @fill_doc()
-@model_class
+@model_class(cli="ranksvm")
 class RankSVM(LinearAUCModel):
     """Linear RankSVM maximizing AUC through the pairwise squared hinge (PRSVM+).
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._compute import distributed_client
 from .._gaussian import gaussian_centres
+from .._registry import solver
 from .._validation import check_param, validation_set
 from ..engine.progress import solver_log_level
 from ._graphs import threads_limit
@@ -43,6 +44,7 @@ from .preconditioner import NystroemPreconditioner
 logger = logging.getLogger(__name__)
 
 
+@solver(kind="least-squares", tags=("kernel", "least-squares loss"))
 def kernel_lsauc(
     X,
     y,

@@ -33,6 +33,7 @@ import numpy as np
 
 from .._compute import distributed_client
 from .._gaussian import gaussian_centres
+from .._registry import solver
 from .._validation import as_labels, check_param, validation_set
 from ._graphs import threads_limit
 from ._result import SolverResult
@@ -227,6 +228,7 @@ class StoredKernelBasis(KernelBasis):
     row_matvec = staticmethod(kernel_matvec_block)
 
 
+@solver(kind="newton", tags=("kernel", "pairwise"))
 def kernel_pairwise_newton(
     X,
     y,

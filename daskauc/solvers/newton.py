@@ -38,6 +38,7 @@ import numpy as np
 
 from .._arrays import sample_rows, stratified_subsample
 from .._compute import compute, distributed_client
+from .._registry import solver
 from .._validation import as_row_chunked, check_param, check_X_y, validation_set
 from ..engine.placement import place_rows
 from ..engine.progress import report as report_progress
@@ -98,6 +99,7 @@ def _validation_auc(op: PairwiseOperator, Xv, yv, w) -> float:
     return float(roc_auc(yv, op.scores(Xv, w)))
 
 
+@solver(kind="newton", tags=("linear", "pairwise"))
 def prsvm_newton(
     X,
     y,

@@ -54,6 +54,7 @@ import numpy as np
 
 from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
+from .._registry import solver
 from .._validation import seed_sequence
 from ..engine.chains import chain_frame, merge_moving, merge_running_average
 from ..engine.stream import block_class_counts, resolve_chains, run_epochs
@@ -307,6 +308,7 @@ def search_eta0(D: np.ndarray, lam: float, *, factor: float = 2.0, max_steps: in
     return lo_eta
 
 
+@solver(kind="stochastic", states=(PairwiseSGDState,), tags=("linear", "pairwise"))
 def pairwise_hinge_sgd(
     X: da.Array,
     y: da.Array,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
+from .._registry import solver
 from .._validation import as_row_chunked
 from ..engine.chains import merge_reservoirs, merge_running_average, mix_iterates
 from ..engine.stream import resolve_chains, run_epochs, seed_root
@@ -140,6 +141,7 @@ def as_stream_input(X, y, chunk_rows: int | None):
     return X, y
 
 
+@solver(kind="stochastic", states=(OAMState,), tags=("linear", "pairwise"))
 def oam(
     X,
     y,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._registry import solver
 from .._validation import check_param
 from ..engine.chains import add_increments, mix_iterates
 from ..engine.stream import resolve_chains, run_epochs, seed_root
@@ -88,6 +89,7 @@ def merge_chains(start: OPAUCState, finals: list[OPAUCState], seed) -> OPAUCStat
                    G_neg=total("G_neg"), counts=total("counts"), steps=total("steps"))
 
 
+@solver(kind="stochastic", states=(OPAUCState,), tags=("linear", "least-squares loss"))
 def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
           shuffle: bool = True, random_state=None, stats: ClassStats | None = None,
           state: OPAUCState | None = None, n_chains: int | str = 1,

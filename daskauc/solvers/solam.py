@@ -66,6 +66,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._registry import solver
 from .._validation import check_param
 from ..engine.chains import (
     DRIFT_EVERY,
@@ -164,6 +165,7 @@ def _clock(state: SOLAMState) -> float:
     return float(state.t if state.clock is None else state.clock)
 
 
+@solver(kind="stochastic", states=(SOLAMState,), tags=("linear", "least-squares loss"))
 def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "projection",
           lam: float = 0.0, variant: str = "paper", kappa: float | None = None,
           n_epochs: int = 15, shuffle: bool = True, random_state=None,

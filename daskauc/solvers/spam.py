@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._registry import solver
 from .._validation import check_param
 from ..engine.chains import (
     DRIFT_EVERY,
@@ -102,6 +103,7 @@ def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
     return merge_by_steps(start, finals, counter="t", average="wbar")
 
 
+@solver(kind="stochastic", states=(SPAMState,), tags=("linear", "least-squares loss"))
 def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
          schedule: str = "invsqrt", average: bool = True, n_epochs: int = 5,
          shuffle: bool = True, random_state=None, means: ClassMeans | None = None,

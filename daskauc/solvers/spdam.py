@@ -65,6 +65,7 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
+from .._registry import solver
 from .._validation import check_param
 from ..engine.chains import add_increments, mix_iterates
 from ..engine.stream import resolve_chains, run_epochs, seed_root
@@ -150,6 +151,7 @@ def merge_chains(start: SPDAMState, finals: list[SPDAMState], seed) -> SPDAMStat
                    iters=start.iters + sum(steps))
 
 
+@solver(kind="stochastic", states=(SPDAMState, ClassMeans), tags=("linear", "least-squares loss"))
 def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
           shuffle: bool = True, random_state=None, R: float | None = None,
           means: ClassMeans | None = None, stats: ClassStats | None = None,

@@ -37,6 +37,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
+from .._registry import solver
 from .._validation import check_param, check_X_y
 from ._graphs import tree_sum
 from ._result import SolverResult
@@ -489,6 +490,7 @@ def lsauc_from_stats(stats: ClassStats, lam: float) -> np.ndarray:
         ) from exc
 
 
+@solver(kind="least-squares", states=(ClassStats,), tags=("linear", "least-squares loss"))
 def lsauc(X, y, *, lam: float, precision: str = "auto",
           stats: ClassStats | None = None) -> SolverResult:
     """Exact least-squares AUC: one distributed pass and one r x r solve.

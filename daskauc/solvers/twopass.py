@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
+from .._registry import solver
 from .._validation import check_param
 from ..engine.chains import (
     DRIFT_EVERY,
@@ -117,6 +118,7 @@ def twopass_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray, means: ClassMe
     return (2.0 * weight * (Z @ w))[:, None] * Z + 2.0 * (w @ D - 1.0) * D + lam * w
 
 
+@solver(kind="stochastic", states=(TwoPassState, ClassMeans), tags=("linear", "least-squares loss"))
 def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str = "constant",
                 n_epochs: int = 5, shuffle: bool = True, random_state=None,
                 means: ClassMeans | None = None, stats: ClassStats | None = None,

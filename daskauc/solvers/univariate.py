@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._registry import solver
 from ..engine.chains import (
     DRIFT_EVERY,
     add_increments,
@@ -122,6 +123,7 @@ def merge_chains(start: UnivariateState, finals: list[UnivariateState],
                    clock=clock, velocity=velocity)
 
 
+@solver(kind="stochastic", states=(UnivariateState,), tags=("linear", "univariate"))
 def univariate_sgd(
     X,
     y,
