@@ -179,8 +179,14 @@ def test_numpy_input_becomes_read_only_views_not_a_copy():
         as_row_chunked(X, chunk_rows=100)
 
 
-@pytest.mark.parametrize("cls", [PairwiseHingeSGD, SPAM, OAM, TwoPassAUC, SOLAM, OPAUC, SPDAM,
-                                 UnivariateAUC])
+def _chained_estimators() -> list[type]:
+    """Every registered estimator whose solver runs epochs as chains over row chunks."""
+    from daskauc._registry import MODEL_CLASSES
+
+    return [cls for _, cls in sorted(MODEL_CLASSES.items()) if "n_chains" in cls().get_params()]
+
+
+@pytest.mark.parametrize("cls", _chained_estimators(), ids=lambda cls: cls.__name__)
 def test_fits_on_arrays_persisted_on_a_process_cluster(dask_cluster_client, cls):
     """The first epoch's finiteness check made a persisted X look lazy: the chain then tried
     to read its blocks from a graph of Futures and failed ("Missing dependency")."""
