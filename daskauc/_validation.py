@@ -95,7 +95,7 @@ def check_frame_columns(X, name: str = "X") -> None:
             "first (or ingest the data with categorical='onehot'), or leave them out")
 
 
-def _float_dtype(dtype: np.dtype, name: str, requested=None) -> np.dtype:
+def float_dtype(dtype: np.dtype, name: str, requested=None) -> np.dtype:
     if requested is not None:
         requested = np.dtype(requested)
         if requested not in FLOAT_DTYPES:
@@ -131,7 +131,7 @@ def check_2d(shape, name: str = "X") -> None:
     )
 
 
-def _check_finite_block(block: np.ndarray, name: str, block_info=None) -> np.ndarray:
+def check_finite_block(block: np.ndarray, name: str, block_info=None) -> np.ndarray:
     if not np.isfinite(block).all():
         row = int(np.argwhere(~np.isfinite(block))[0][0])
         if block_info is not None:
@@ -145,7 +145,7 @@ def _check_finite_block(block: np.ndarray, name: str, block_info=None) -> np.nda
 
 def check_finite(X: da.Array, name: str = "X") -> da.Array:
     """Lazily check finiteness of every block, inside whatever pass reads them."""
-    return X.map_blocks(_check_finite_block, name, dtype=X.dtype, token="daskauc-check-finite",
+    return X.map_blocks(check_finite_block, name, dtype=X.dtype, token="daskauc-check-finite",
                         meta=X._meta)
 
 
@@ -181,7 +181,7 @@ def as_numpy_rows(X: Any, *, name: str = "X", dtype=None,
                             f"({exc}); convert it to a numeric array first") from exc
     _reject_complex(arr.dtype, name)
     check_2d(arr.shape, name)
-    arr = np.ascontiguousarray(arr, dtype=_float_dtype(arr.dtype, name, dtype))
+    arr = np.ascontiguousarray(arr, dtype=float_dtype(arr.dtype, name, dtype))
     if check_finite_values and not np.isfinite(arr).all():
         row = int(np.argwhere(~np.isfinite(arr))[0][0])
         raise ValueError(f"{name} contains NaN or infinity (first in row {row}); "
@@ -222,7 +222,7 @@ def as_row_chunked(
                 "dask dataframe); call X.compute_chunk_sizes() or use to_dask_array(lengths=True)"
             )
         check_not_empty(X.shape, name)
-        target = _float_dtype(X.dtype, name, dtype)
+        target = float_dtype(X.dtype, name, dtype)
         if X.dtype != target:
             X = X.astype(target)
         if len(X.chunks[1]) > 1:
@@ -257,7 +257,7 @@ def default_chunks(X: da.Array) -> da.Array:
     """
     if not isinstance(X, da.Array) or X.ndim != 2:
         raise TypeError(f"default_chunks takes a 2-D dask array; got {type(X).__name__}")
-    itemsize = _float_dtype(X.dtype, "X").itemsize
+    itemsize = float_dtype(X.dtype, "X").itemsize
     rows = _config.chunk_rows_for(X.shape[1], itemsize, X.shape[0])
     return X.rechunk({0: rows, 1: -1})
 
@@ -485,7 +485,7 @@ def check_predict_X(est, X: Any, *, dtype=None):
 # ----------------------------------------------------------------------------- labels
 
 
-def _matching_label(uniq: np.ndarray, value) -> int | None:
+def matching_label(uniq: np.ndarray, value) -> int | None:
     """The index of the label in ``uniq`` equal to ``value``, compared as values, never cast
     to ``uniq``'s dtype (a cast would make ``"gamma"`` match ``"g"`` in a one-character string
     array and ``1.9`` match ``1`` in an integer one); None when no label equals it. Numbers
@@ -525,7 +525,7 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
         if isinstance(positive_classes, (str, bytes)) or not np.iterable(positive_classes):
             raise TypeError("positive_classes must be a list of labels; got "
                             f"{positive_classes!r} (for one label use pos_label)")
-        found = [_matching_label(uniq, v) for v in positive_classes]
+        found = [matching_label(uniq, v) for v in positive_classes]
         missing = [v for v, f in zip(positive_classes, found, strict=True) if f is None]
         if missing:
             raise ValueError(f"positive_classes {missing} do not occur in y "
@@ -546,7 +546,7 @@ def label_classes(y_values: np.ndarray, pos_label=None, positive_classes=None) -
             "target into two classes first"
         )
     if pos_label is not None:
-        found = _matching_label(uniq, pos_label)
+        found = matching_label(uniq, pos_label)
         if found is None:
             raise ValueError(
                 f"pos_label={pos_label!r} does not occur in y (classes {_labels_shown(uniq)[:10]})"

@@ -225,9 +225,9 @@ def _cluster(args):
                         quiet=True)
     _log(f"{'connected' if address else 'cluster ready'} in {time.perf_counter() - tic:.1f} s; "
          f"Dask dashboard: {client.dashboard_link}")
-    from .engine.progress import _announced
+    from .engine.progress import dashboard_announced
 
-    _announced.add(client.dashboard_link)
+    dashboard_announced(client.dashboard_link)
     try:
         from ._urls import check_workers_access
 
@@ -451,10 +451,10 @@ def _check_plot(path: str | None, overwrite: bool) -> None:
     """A --plot target: matplotlib importable, a known image type, not overwritten unasked."""
     if path is None:
         return
-    from .plot import _pyplot
+    from .plot import pyplot
 
     try:
-        _pyplot()
+        pyplot()
     except ImportError as exc:
         raise ValueError(f"--plot: {exc}") from None
     ext = os.path.splitext(path)[1].lower()
@@ -567,11 +567,11 @@ def cmd_fit(args) -> int:
     text = f"saved {args.method} ({type(est).__name__}) to {args.model}"
     classes = getattr(est, "classes_", None)
     if classes is not None and len(classes) == 2:
-        from .data.labels import _jsonable
+        from .data.labels import label_json
 
-        payload["positive_class"] = _jsonable(classes[1])
-        text += (f"\npositive class: {_jsonable(classes[1])!r} (ranked high; negative: "
-                 f"{_jsonable(classes[0])!r})")
+        payload["positive_class"] = label_json(classes[1])
+        text += (f"\npositive class: {label_json(classes[1])!r} (ranked high; negative: "
+                 f"{label_json(classes[0])!r})")
     if val_auc is not None:
         payload["validation_auc"] = val_auc
         text += f"\nvalidation AUC: {val_auc:.6f}"

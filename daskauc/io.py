@@ -23,7 +23,7 @@ from ._store import open_store, verify_chunk_checksums
 from ._store_write import create_array, writing_store
 
 
-def _jsonable(value: Any):
+def json_value(value: Any):
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
@@ -36,18 +36,18 @@ def _jsonable(value: Any):
         return {"__ndarray__": data, "dtype": str(dtype)}
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
-            return {k: _jsonable(v) for k, v in value.items()}
+            return {k: json_value(v) for k, v in value.items()}
         # keys that are not strings (a class_weight by numeric labels) as pairs: JSON would
         # make them strings, and the loaded model would know other labels
-        return {"__items__": [[_jsonable(k), _jsonable(v)] for k, v in value.items()]}
+        return {"__items__": [[json_value(k), json_value(v)] for k, v in value.items()]}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [json_value(v) for v in value]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise TypeError(f"cannot save a value of type {type(value).__name__} as JSON")
 
 
-#: itemsizes of the numeric dtypes :func:`_jsonable` writes (numpy's own scalar types)
+#: itemsizes of the numeric dtypes :func:`json_value` writes (numpy's own scalar types)
 _JSON_ITEMSIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
 
 
@@ -69,7 +69,7 @@ def _unjson(value, at: str):
 
 
 def _array_from_json(value: dict, at: str) -> np.ndarray:
-    """An array :func:`_jsonable` wrote, of a dtype it writes (numeric of a normal itemsize,
+    """An array :func:`json_value` wrote, of a dtype it writes (numeric of a normal itemsize,
     strings as wide as the longest, objects), built with memory in proportion to the file's
     content: a declared itemsize is never allocated (``"U100000000"`` for two one-letter
     strings was 800 MB); strings are sized by their content, and a declared width beyond
@@ -154,7 +154,7 @@ def _write_pipeline(group: zarr.Group, pipe) -> None:
     """A Pipeline: its parameters but ``steps``, and each step in a group ``step<i>`` (a
     step that is ``"passthrough"`` or None has no group; :func:`_check_savable_tree` has
     checked every step)."""
-    params = {k: _jsonable(v) for k, v in pipe.get_params(deep=False).items() if k != "steps"}
+    params = {k: json_value(v) for k, v in pipe.get_params(deep=False).items() if k != "steps"}
     steps = []
     for i, (name, step) in enumerate(pipe.steps):
         if step is None or (isinstance(step, str) and step == "passthrough"):
@@ -204,7 +204,7 @@ def _write_estimator(group: zarr.Group, est) -> None:
         if isinstance(v, BaseEstimator):
             raise TypeError(f"parameter {k} is an estimator; daskauc models do not nest params")
         try:
-            params[k] = _jsonable(v)
+            params[k] = json_value(v)
         except TypeError:
             if k == "random_state":
                 params[k] = None  # a Generator cannot be saved; the fitted model does not need it
@@ -224,12 +224,12 @@ def _write_estimator(group: zarr.Group, est) -> None:
                                chunks=value.shape or None, compressors=None)
             arr[...] = value
         else:
-            fitted[name] = _jsonable(value)
+            fitted[name] = json_value(value)
     attrs["fitted"] = fitted
     attrs["children"] = children
     state = getattr(est, "_solver_state", None)
     if state is not None:
-        sub = group.create_group(_STATE_GROUP)
+        sub = group.create_group(STATE_GROUP)
         sub.attrs["tree"] = _encode_state(state, sub, [0])
     group.update_attributes(attrs)
 
@@ -279,13 +279,13 @@ def _read_estimator(group: zarr.Group, path: str, where: str = ""):
     for name in attrs["children"]:
         if name not in subgroups:
             raise ModelFileError(f"{at}: declared sub-estimator {name!r} is missing")
-    extra = sorted(set(subgroups) - set(attrs["children"]) - {_STATE_GROUP})
+    extra = sorted(set(subgroups) - set(attrs["children"]) - {STATE_GROUP})
     if extra:
         raise ModelFileError(f"{at}: undeclared group(s) {extra}")
     state = None
-    if _STATE_GROUP in subgroups:
-        sg = subgroups[_STATE_GROUP]
-        state = _decode_state(sg.attrs.get("tree"), sg, f"{at}/{_STATE_GROUP}")
+    if STATE_GROUP in subgroups:
+        sg = subgroups[STATE_GROUP]
+        state = _decode_state(sg.attrs.get("tree"), sg, f"{at}/{STATE_GROUP}")
     params = _unjson(attrs["params"], f"{at} params")
     fitted = {name: _unjson(value, f"{at} {name}") for name, value in attrs["fitted"].items()}
     est = cls(**params)
@@ -337,7 +337,7 @@ def _stored_bytes(group: zarr.Group) -> dict[str, int]:
     return sync(sizes())
 
 
-_STATE_GROUP = "solver_state"
+STATE_GROUP = "solver_state"
 
 
 def _state_classes() -> dict[str, type]:
@@ -379,7 +379,7 @@ def _encode_state(value, group: zarr.Group, counter: list):
         return {"__dict__": {str(k): _encode_state(v, group, counter) for k, v in value.items()}}
     if isinstance(value, (float, np.floating)) and not np.isfinite(value):
         return {"__float__": repr(float(value))}
-    return _jsonable(value)
+    return json_value(value)
 
 
 def _decode_state(tree, group: zarr.Group, at: str):

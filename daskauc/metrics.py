@@ -24,7 +24,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ._compute import compute
 from ._metrics_kernels import _merge_runs, _twice_u_statistic
-from ._validation import _float_dtype, as_labels, check_param, label_classes
+from ._validation import as_labels, check_param, float_dtype, label_classes
 
 #: target number of scores gathered into one bucket of the distributed AUC (about 100 MB of
 #: runs in the worst case of all-distinct scores).
@@ -48,7 +48,7 @@ _BOTH = np.array([False, True])  # labels of a validated numpy input (is_pos)
 
 
 def _scores_dtype(dtype: np.dtype) -> np.dtype:
-    return _float_dtype(np.dtype(dtype), "scores")
+    return float_dtype(np.dtype(dtype), "scores")
 
 
 def _as_1d(a, name: str):

@@ -25,7 +25,7 @@ LOG_SCALE = {"objective", "rel_grad_norm", "batch_inertia"}
 ZOOM_AUC = 0.95
 
 
-def _pyplot():
+def pyplot():
     try:  # matplotlib itself falls back to Agg where there is no display
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -64,7 +64,7 @@ def plot_roc(y, scores, *, ax=None, pr: bool = False, label: str | None = None):
     The Axes drawn on (a tuple ``(roc_ax, pr_ax)`` with ``pr=True``); ``ax.figure`` is the
     figure, for ``savefig``.
     """
-    plt = _pyplot()
+    plt = pyplot()
     fpr, tpr, precision, auc, n_pos, n_neg = _curve_points(y, scores)
     if ax is None:
         _, ax = plt.subplots(1, 2 if pr else 1, figsize=(10 if pr else 5, 4.6),
@@ -138,7 +138,7 @@ def plot_history(model_or_history, *, axes=None, title: str | None = None):
     -------
     The list of Axes drawn on.
     """
-    plt = _pyplot()
+    plt = pyplot()
     history = _history_of(model_or_history)
     xkey = "epoch" if "epoch" in history[0] else "iter" if "iter" in history[0] else None
     x = (np.array([r[xkey] for r in history]) if xkey else np.arange(1, len(history) + 1))

@@ -159,3 +159,147 @@ def test_the_checks_can_fail():
         "daskauc._store -> daskauc.solvers.newton (up from ground to rooms)",
         "daskauc.data.ingest -> daskauc.embed.kmeans (beside it on the rooms floor)"]
     assert cycles(graph) == [["daskauc.solvers.newton", "daskauc.solvers.pairwise"]]
+
+
+# ------------------------------------------------------------------------------- sizes
+#: a package file over this many lines holds more than one idea: split it by idea
+MAX_FILE_LINES = 600
+#: a function over this many lines (numba kernels aside) holds more than one step
+MAX_FUNCTION_LINES = 100
+
+#: files allowed over MAX_FILE_LINES, each with the reason and the step that splits it
+LONG_FILES = {
+    "daskauc._validation": "input normalization and parameter checks in one file: the one "
+                           "door (readers) and the one check (constraints) split it",
+    "daskauc.data.ingest": "the text, table and array ingests: readers behind one door split "
+                           "it (issue 41, step 2)",
+    "daskauc.engine.stream": "the one epoch driver, its placement and read-ahead: to split by "
+                             "idea (placement apart)",
+    "daskauc.model_selection.gamma_lam": "the gamma/lam search and the width walk: to split "
+                                         "(the walk apart)",
+    "daskauc.cli": "four ideas in one file (parser, stores, fits, cluster): to split into a "
+                   "cli/ unit",
+}
+#: functions allowed over MAX_FUNCTION_LINES, each with the reason
+LONG_FUNCTIONS = {
+    "daskauc.data.ingest.ingest": "24 keyword parameters dispatched to three ingests: reader "
+                                  "options objects shorten it (step 2)",
+    "daskauc.data.ingest.ingest_array": "array input checks and the one-pass write: a reader "
+                                        "for arrays shortens it (step 2)",
+    "daskauc.cli.build_parser": "every subcommand's options: split with the cli/ unit",
+    "daskauc.solvers.newton.prsvm_newton": "parameter checks, moments, placement and the loop: "
+                                           "the one check shortens it (step 3)",
+    "daskauc.solvers.newton.newton_loop": "the truncated Newton loop with its logging and "
+                                          "stopping rules",
+    "daskauc.solvers.kernel_newton.kernel_pairwise_newton": "the kernel route's setup and "
+                                                            "loop: the one check shortens it",
+    "daskauc.solvers.kernel_lsauc.kernel_lsauc": "parameter checks and the CG route: the one "
+                                                 "check shortens it",
+    "daskauc.solvers.oam.oam": "parameter checks and the epochs: the one check shortens it",
+    "daskauc.model_selection.gamma_lam.select_gamma_lam": "the search's folds, paths and "
+                                                          "logging: to split with the file",
+    "daskauc.engine.stream.epoch_graph": "the chain graph of an epoch, placement included: to "
+                                         "split with the file",
+    "daskauc.engine.stream.run_epochs": "the epoch loop, validation and checkpoints",
+    "daskauc.estimators.kernel.KernelAUC.fit": "the stages of KernelAUC's fit: the composite "
+                                               "floor (step 4) takes its selection apart",
+}
+#: private names imported from another unit (kernels aside), each with the reason: none
+PRIVATE_IMPORTS: dict[tuple[str, str, str], str] = {}
+
+
+def long_files(modules: dict[str, pathlib.Path]) -> dict[str, int]:
+    """module -> lines of every package file over MAX_FILE_LINES."""
+    lines = {m: len(p.read_text().splitlines()) for m, p in modules.items()}
+    return {m: n for m, n in lines.items() if n > MAX_FILE_LINES}
+
+
+def long_functions(modules: dict[str, pathlib.Path]) -> dict[str, int]:
+    """qualified name -> lines of every function over MAX_FUNCTION_LINES outside the numba
+    kernel modules (``*_kernels.py``)."""
+    out = {}
+    for m, p in modules.items():
+        if p.name.endswith("_kernels.py"):
+            continue
+
+        def visit(node, prefix):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = child.end_lineno - child.lineno + 1
+                    if n > MAX_FUNCTION_LINES:
+                        out[f"{prefix}.{child.name}"] = n
+                    visit(child, f"{prefix}.{child.name}")
+                elif isinstance(child, ast.ClassDef):
+                    visit(child, f"{prefix}.{child.name}")
+
+        visit(ast.parse(p.read_text()), m)
+    return out
+
+
+def private_imports(modules: dict[str, pathlib.Path]) -> list[tuple[str, str, str]]:
+    """(importer, module, name) of every private name imported from another unit, numba
+    kernel modules aside (a unit's kernels are private to it and imported by name)."""
+    out = []
+    for name, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("daskauc"):
+                continue
+            for alias in node.names:
+                if f"{target}.{alias.name}" in modules or not alias.name.startswith("_") \
+                        or alias.name.startswith("__"):
+                    continue
+                home = target
+                while home and home not in modules:
+                    home = home.rpartition(".")[0]
+                if unit(home) != unit(name) and not home.endswith("_kernels"):
+                    out.append((name, home, alias.name))
+    return sorted(set(out))
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def test_no_file_is_over_600_lines_but_those_allowed_with_a_reason():
+    found = long_files(_modules())
+    assert sorted(set(found) - set(LONG_FILES)) == [], found
+    assert sorted(set(LONG_FILES) - set(found)) == [], "shorter now: take it off LONG_FILES"
+
+
+def test_no_function_is_over_100_lines_but_those_allowed_with_a_reason():
+    found = long_functions(_modules())
+    assert sorted(set(found) - set(LONG_FUNCTIONS)) == [], found
+    assert sorted(set(LONG_FUNCTIONS) - set(found)) == [], "shorter now: take it off"
+
+
+def test_no_private_name_is_imported_from_another_unit():
+    found = private_imports(_modules())
+    assert sorted(set(found) - set(PRIVATE_IMPORTS)) == [], (
+        "a helper two units need is public in its home: " + str(found))
+    assert sorted(set(PRIVATE_IMPORTS) - set(found)) == []
+
+
+def test_the_size_checks_can_fail(tmp_path):
+    """A long file, a long function and a private import across units are each found."""
+    (tmp_path / "daskauc" / "solvers").mkdir(parents=True)
+    (tmp_path / "daskauc" / "engine").mkdir()
+    long_body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    made = {"daskauc.solvers.big": tmp_path / "daskauc" / "solvers" / "big.py",
+            "daskauc.engine.stream": tmp_path / "daskauc" / "engine" / "stream.py"}
+    made["daskauc.solvers.big"].write_text(
+        "from ..engine.stream import _Hidden\n\n\ndef f():\n" + long_body + "\n"
+        + "\n" * MAX_FILE_LINES)
+    made["daskauc.engine.stream"].write_text("class _Hidden:\n    pass\n")
+    assert long_files(made) == {"daskauc.solvers.big": MAX_FILE_LINES + MAX_FUNCTION_LINES + 4}
+    assert long_functions(made) == {"daskauc.solvers.big.f": MAX_FUNCTION_LINES + 1}
+    assert private_imports(made) == [("daskauc.solvers.big", "daskauc.engine.stream",
+                                      "_Hidden")]

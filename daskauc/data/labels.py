@@ -18,7 +18,7 @@ import numpy as np
 from .._validation import label_classes
 
 
-def _jsonable(v):
+def label_json(v):
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, (np.floating, float)):
@@ -97,14 +97,14 @@ def _array_label_table(uniq: np.ndarray, pos_label, positive_classes):
 
 def _classes(uniq: np.ndarray, is_pos: np.ndarray) -> list:
     """The labels mapped to -1 and those mapped to +1, as JSON values."""
-    return [[_jsonable(v) for v in uniq[~is_pos]], [_jsonable(v) for v in uniq[is_pos]]]
+    return [[label_json(v) for v in uniq[~is_pos]], [label_json(v) for v in uniq[is_pos]]]
 
 
 def _label_params(pos_label, positive_classes) -> dict:
     """``pos_label`` and ``positive_classes`` as recorded in a store's ``params``."""
-    return {"pos_label": _jsonable(pos_label),
+    return {"pos_label": label_json(pos_label),
             "positive_classes": None if positive_classes is None
-            else [_jsonable(v) for v in positive_classes]}
+            else [label_json(v) for v in positive_classes]}
 
 
 def _to_pm1(block: np.ndarray, positives: np.ndarray) -> np.ndarray:

@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import _float_dtype, check_param, seed_sequence
+from .._validation import check_param, float_dtype, seed_sequence
 from ._kernels import _kpp_accept, _kpp_gains
 from .assign import blas_for, default_threads, nearest_centres
 
@@ -145,7 +145,7 @@ def kmeans_plusplus(
     E. Raff, "Exact acceleration of k-means++ and k-means||", IJCAI 2021.
     """
     S = np.asarray(X)
-    S = np.ascontiguousarray(S, dtype=_float_dtype(S.dtype, "X"))
+    S = np.ascontiguousarray(S, dtype=float_dtype(S.dtype, "X"))
     m, d = S.shape
     check_param("n_clusters", n_clusters, int, low=1, high=m)
     rng = np.random.default_rng(seed_sequence(random_state))
@@ -235,7 +235,7 @@ def kmeans_parallel(
     Information Processing Letters 97(5), 2006.
     """
     S = np.asarray(X)
-    S = np.ascontiguousarray(S, dtype=_float_dtype(S.dtype, "X"))
+    S = np.ascontiguousarray(S, dtype=float_dtype(S.dtype, "X"))
     m = S.shape[0]
     check_param("n_clusters", n_clusters, int, low=1, high=m)
     check_param("rounds", rounds, int, low=1)

@@ -18,7 +18,7 @@ import numpy as np
 from .. import _compute, _config
 from .._compute import distributed_client
 from .._validation import without_finite_check
-from .stream import _READ_AHEAD, BlockReader, _Placement, chunk_holders, is_materialized
+from .stream import _READ_AHEAD, BlockReader, Placement, chunk_holders, is_materialized
 
 logger = logging.getLogger(__name__)
 
@@ -263,8 +263,8 @@ class RowChunks:
             return {}
         where = {(name, c): [w] for name in names for c, w in self.where.items()}
         priority = {(name, c): -1 - c for name in names for c in self.where}
-        return {"workers": _Placement(where), "allow_other_workers": True,
-                "priority": _Placement(priority)}
+        return {"workers": Placement(where), "allow_other_workers": True,
+                "priority": Placement(priority)}
 
 
 def _read_block(reader, ahead=None) -> np.ndarray:

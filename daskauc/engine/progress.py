@@ -132,6 +132,13 @@ def _counts_source():
         return None, client
 
 
+def dashboard_announced(link: str) -> None:
+    """The dashboard link ``link`` was printed (by the command line, when it connects): the
+    first bar on that cluster does not print it again."""
+    with _lock:
+        _announced.add(link)
+
+
 def report(done: int, total: int | None = None, unit: str = "epoch") -> None:
     """A solver's own progress (``done`` of ``total`` epochs or steps) for the active bar."""
     with _lock:

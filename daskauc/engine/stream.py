@@ -233,7 +233,7 @@ def epoch_graph(
             layer[merged] = (merge, start, finals, _merge_seed(seeds, r0))
             start = merged
     # each chain runs on its chunks' worker (and elsewhere only if that worker is gone)
-    annotations = ({"workers": _Placement(placement), "allow_other_workers": True}
+    annotations = ({"workers": Placement(placement), "allow_other_workers": True}
                    if placement else {})
     with dask.annotate(**annotations):
         graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
@@ -295,7 +295,7 @@ def assign_visits(chunks: Sequence[int], n_chains: int,
     return [sorted(s) for s in shares], list(chain_worker)
 
 
-class _Placement:
+class Placement:
     """Task annotation: the worker restriction of each chain task (None for other keys)."""
 
     def __init__(self, where: dict):

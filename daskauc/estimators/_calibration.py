@@ -69,10 +69,10 @@ def check_class_weight(class_weight, classes=None) -> None:
             raise ValueError(f"class_weight[{label!r}] = {weight!r}: a weight must be a "
                              "positive finite number")
     if classes is not None:
-        from .._validation import _matching_label
+        from .._validation import matching_label
 
         known = np.asarray(classes)
-        unknown = [k for k in class_weight if _matching_label(known, k) is None]
+        unknown = [k for k in class_weight if matching_label(known, k) is None]
         if unknown:
             raise ValueError(f"class_weight names {unknown}, which are not labels of y "
                              f"(the labels: {known.tolist()})")
@@ -89,10 +89,10 @@ def class_weights(class_weight, classes, y) -> tuple[float, float] | None:
         n_pos, n_neg = class_counts(y)
         n = n_pos + n_neg
         return (n / (2.0 * n_neg) if n_neg else 1.0, n / (2.0 * n_pos) if n_pos else 1.0)
-    from .._validation import _matching_label
+    from .._validation import matching_label
 
     def weight(label):
-        key = next((k for k in class_weight if _matching_label(np.asarray([label]), k)
+        key = next((k for k in class_weight if matching_label(np.asarray([label]), k)
                     is not None), None)
         return 1.0 if key is None else float(class_weight[key])
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import _config
 from .._compute import compute, persist
-from .._validation import _check_finite_block, check_finite, without_finite_check
+from .._validation import check_finite, check_finite_block, without_finite_check
 from ..engine.stream import is_materialized
 from ._calibration import calibration_blocks
 
@@ -95,5 +95,5 @@ def centred_rows(Xd: da.Array, center: np.ndarray) -> da.Array:
 
 def _subtract(block: np.ndarray, c: np.ndarray, check: bool, block_info=None) -> np.ndarray:
     if check:
-        _check_finite_block(block, "X", block_info)
+        check_finite_block(block, "X", block_info)
     return block - c

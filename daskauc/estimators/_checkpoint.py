@@ -229,7 +229,7 @@ def _refuse_foreign(path: str, cls: type) -> None:
 
     from .. import _config
     from .._store import store_exists
-    from ..io import _STATE_GROUP
+    from ..io import STATE_GROUP
 
     where = f"the checkpoint path {path}"
     if not is_url(path):
@@ -264,7 +264,7 @@ def _refuse_foreign(path: str, cls: type) -> None:
             f"of this {cls.__name__}; a checkpoint never replaces another model: choose "
             "another path")
     fitted = attrs.get("fitted") if isinstance(attrs.get("fitted"), dict) else {}
-    if "calibration_slope_" in fitted or _STATE_GROUP not in group:
+    if "calibration_slope_" in fitted or STATE_GROUP not in group:
         raise FileExistsError(
             f"{where} holds a finished {cls.__name__} model (calibrated, or without a solver "
             "state), not a checkpoint; a checkpoint never replaces a model: choose another "
@@ -384,11 +384,11 @@ def _differing(saved: dict, now: dict) -> str:
 
 
 def _json(params: dict) -> str:
-    from ..io import _jsonable
+    from ..io import json_value
 
     def value(v):
         try:
-            return _jsonable(v)
+            return json_value(v)
         except TypeError:
             return repr(v)
 

@@ -179,9 +179,9 @@ def _on_workers(where: dict) -> dict:
     ``where[key]`` (elsewhere only if it is gone); none for an empty ``where``."""
     if not where:
         return {}
-    from ..engine.stream import _Placement
+    from ..engine.stream import Placement
 
-    return {"workers": _Placement({k: [w] for k, w in where.items()}),
+    return {"workers": Placement({k: [w] for k, w in where.items()}),
             "allow_other_workers": True}
 
 
