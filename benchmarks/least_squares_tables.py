@@ -141,11 +141,11 @@ def cross_validate(method, Xtr, ytr, grid_spec, folds):
     """Best parameters by mean validation AUC over the folds."""
     from sklearn.metrics import roc_auc_score
 
-    from daskauc.estimators.least_squares import LEAST_SQUARES_METHODS
+    from daskauc._registry import method_class
     from daskauc.solvers.stats import class_statistics, lsauc_from_stats
 
     key, fixed, spec = grid_spec
-    cls = LEAST_SQUARES_METHODS[key]
+    cls = method_class(key)[0]
     scores: dict = {}
     for tr, va in folds:
         if key == "lsauc":  # one statistics pass per fold, one solve per lam
@@ -172,7 +172,7 @@ def final_fits(key, fixed, params, Xtr, ytr, Xte, yte, seeds=range(N_SEEDS)):
     (NaN where the scores are not finite)."""
     from sklearn.metrics import roc_auc_score
 
-    from daskauc.estimators.least_squares import LEAST_SQUARES_METHODS
+    from daskauc._registry import method_class
 
     kappa2 = float(np.max(np.einsum("ij,ij->i", Xtr, Xtr)))
     aucs, times = [], []
@@ -181,7 +181,7 @@ def final_fits(key, fixed, params, Xtr, ytr, Xte, yte, seeds=range(N_SEEDS)):
         if seed is not None:
             kw["random_state"] = seed
         t1 = time.perf_counter()
-        est = LEAST_SQUARES_METHODS[key](**kw).fit(Xtr, ytr)
+        est = method_class(key)[0](**kw).fit(Xtr, ytr)
         times.append(time.perf_counter() - t1)
         s = est.decision_function(Xte)
         aucs.append(roc_auc_score(yte, s) if np.all(np.isfinite(s)) else float("nan"))

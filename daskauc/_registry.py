@@ -44,6 +44,17 @@ def model_class(cls: type | None = None, *, cli: str | dict[str, dict] | None = 
     return register(cls) if cls is not None else register
 
 
+def method_class(method: str) -> tuple[type, dict]:
+    """The registered class that ``daskauc fit --method METHOD`` fits (a preset for a preset's
+    method), and the parameters the method fixes: ``method_class("uni-exp")`` is
+    ``(UnivariateAUC, {"loss": "exp"})``."""
+    for name, offered in CLI_METHODS.items():
+        if isinstance(offered, dict) and method in offered:
+            return MODEL_CLASSES[name], dict(offered[method])
+    known = sorted(m for o in CLI_METHODS.values() if isinstance(o, dict) for m in o)
+    raise KeyError(f"no method {method!r}; the methods: {', '.join(known)}")
+
+
 @dataclass(frozen=True)
 class SolverEntry:
     """A registered solver function (``@solver``)."""

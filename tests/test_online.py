@@ -17,8 +17,9 @@ from reference.online import (
 from sklearn.base import clone
 from sklearn.metrics import roc_auc_score
 
+from daskauc._registry import method_class
 from daskauc.engine.stream import epoch_plan
-from daskauc.estimators.online import OAM, ONLINE_METHODS, UnivariateAUC
+from daskauc.estimators.online import OAM, UnivariateAUC
 from daskauc.solvers._online_kernels import _oam_chunk
 from daskauc.solvers.oam import oam, oam_draws
 from daskauc.solvers.univariate import univariate_draws, univariate_sgd
@@ -357,9 +358,13 @@ def test_sklearn_contract_and_registry():
     est = OAM(2.0, buffer_size=3)
     assert clone(est).get_params() == est.get_params()
     assert not hasattr(est, "coef_")
-    uni = ONLINE_METHODS["uni-squ"](lam=0.5)
+    cls, fixed = method_class("uni-squ")
+    uni = cls(**fixed, lam=0.5)
     assert (uni.loss, uni.lam) == ("square", 0.5)
-    assert ONLINE_METHODS["uni-exp"]().loss == "exp" and ONLINE_METHODS["oam"] is OAM
+    assert method_class("uni-exp") == (UnivariateAUC, {"loss": "exp"})
+    assert method_class("oam") == (OAM, {})
+    with pytest.raises(KeyError, match="no method 'uni'; the methods: kernel, lsauc"):
+        method_class("uni")
     X, y = _data(n=100)
-    fitted = ONLINE_METHODS["uni-exp"](random_state=0).fit(X, y)
+    fitted = UnivariateAUC(**method_class("uni-exp")[1], random_state=0).fit(X, y)
     assert fitted.get_params()["loss"] == "exp" and fitted.predict(X).shape == (100,)
