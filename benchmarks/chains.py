@@ -112,7 +112,7 @@ def defaults(client) -> list[dict]:
     import daskauc
     from daskauc._validation import as_row_chunked
     from daskauc.data import open_dataset
-    from daskauc.engine.stream import resolve_chains
+    from daskauc.engine.chain_plan import resolve_chains
     from daskauc.metrics import roc_auc
 
     rows = []
@@ -232,7 +232,7 @@ def speed(repeat: int = 5) -> list[dict]:
 
     from daskauc import PairwiseHingeSGD
     from daskauc.data import open_dataset
-    from daskauc.engine.stream import resolve_chains
+    from daskauc.engine.chain_plan import resolve_chains
 
     X, y, Xte, yte = speed_data()
     emb, emb_te = embeddings("covtype")
@@ -303,7 +303,7 @@ def threads() -> list[dict]:
 
     from daskauc import PairwiseHingeSGD
     from daskauc.data import open_dataset
-    from daskauc.engine.stream import resolve_chains
+    from daskauc.engine.chain_plan import resolve_chains
 
     X, y, Xte, yte = speed_data()
     train, test = embeddings("covtype")

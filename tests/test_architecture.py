@@ -173,10 +173,6 @@ LONG_FILES = {
                            "door (readers) and the one check (constraints) split it",
     "daskauc.data.ingest": "the text, table and array ingests: readers behind one door split "
                            "it (issue 41, step 2)",
-    "daskauc.engine.stream": "the one epoch driver, its placement and read-ahead: to split by "
-                             "idea (placement apart)",
-    "daskauc.model_selection.gamma_lam": "the gamma/lam search and the width walk: to split "
-                                         "(the walk apart)",
 }
 #: functions allowed over MAX_FUNCTION_LINES, each with the reason
 LONG_FUNCTIONS = {
@@ -195,9 +191,8 @@ LONG_FUNCTIONS = {
                                                  "check shortens it",
     "daskauc.solvers.oam.oam": "parameter checks and the epochs: the one check shortens it",
     "daskauc.model_selection.gamma_lam.select_gamma_lam": "the search's folds, paths and "
-                                                          "logging: to split with the file",
-    "daskauc.engine.stream.epoch_graph": "the chain graph of an epoch, placement included: to "
-                                         "split with the file",
+                                                          "logging",
+    "daskauc.engine.stream.epoch_graph": "the chain graph of an epoch, placement included",
     "daskauc.engine.stream.run_epochs": "the epoch loop, validation and checkpoints",
     "daskauc.estimators.kernel.KernelAUC.fit": "the stages of KernelAUC's fit: the composite "
                                                "floor (step 4) takes its selection apart",

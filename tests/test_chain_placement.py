@@ -1,5 +1,5 @@
 """Parallel chains over an array persisted on a cluster: each chain visits the chunks held by
-its worker and runs there (daskauc.engine.stream.assign_visits / chunk_holders), checked
+its worker and runs there (daskauc.engine.chain_plan.assign_visits / chunk_holders), checked
 against a brute-force count of the visits that must travel and against where the tasks of a
 real process cluster ran."""
 
@@ -8,7 +8,8 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from daskauc.engine.stream import assign_visits, chunk_holders, epoch_graph
+from daskauc.engine.chain_plan import assign_visits, chunk_holders
+from daskauc.engine.stream import epoch_graph
 
 
 def test_without_holders_chains_interleave_the_visits():

@@ -18,8 +18,9 @@ from daskauc import (
     TwoPassAUC,
     UnivariateAUC,
 )
+from daskauc.engine.chain_plan import resolve_chains
 from daskauc.engine.chains import merge_reservoirs, merge_running_average, mix_iterates
-from daskauc.engine.stream import epoch_graph, epoch_plan, resolve_chains
+from daskauc.engine.stream import epoch_graph, epoch_plan
 
 
 def test_merged_running_average_is_the_average_of_every_iterate():

@@ -13,6 +13,7 @@ from reference import kernel as ref
 from sklearn.metrics import roc_auc_score
 
 import daskauc.model_selection.gamma_lam as selection
+import daskauc.model_selection.width_walk as width_walk
 from daskauc import KernelAUC, load_model, save_model
 from daskauc.engine.cost import route_costs
 
@@ -181,13 +182,13 @@ def test_width_walk_follows_the_validation_auc(peak, want, tried):
         calls.append(mult)
         return 0.95 - 0.01 * abs(np.log2(mult / peak))
 
-    best, table = selection.walk_widths(score, 2.0, steps=4, gain=5e-4)
+    best, table = width_walk.walk_widths(score, 2.0, steps=4, gain=5e-4)
     assert best == want and calls == tried and [t[0] for t in table] == tried
     assert [t[1] for t in table] == [score(t) for t in tried]
     # a rise smaller than the gain stops the walk; ties go to the start
-    best, table = selection.walk_widths(lambda mult: 0.9 + 1e-4 * mult, 1.0, gain=5e-4)
+    best, table = width_walk.walk_widths(lambda mult: 0.9 + 1e-4 * mult, 1.0, gain=5e-4)
     assert [t[0] for t in table] == [1.0, 2.0, 0.5] and best == 2.0
-    best, _ = selection.walk_widths(lambda mult: 0.9, 1.0)
+    best, _ = width_walk.walk_widths(lambda mult: 0.9, 1.0)
     assert best == 1.0
 
 

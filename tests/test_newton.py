@@ -22,8 +22,8 @@ from sklearn.model_selection import StratifiedKFold
 
 import daskauc.engine.placement as placement
 from daskauc import _config
+from daskauc.engine.chain_plan import is_materialized
 from daskauc.engine.placement import persist_chunks
-from daskauc.engine.stream import is_materialized
 from daskauc.estimators.ranksvm import RankSVM
 from daskauc.model_selection import cv_select_C
 from daskauc.solvers._pairwise_kernels import _matvec_f64, _rmatvec_f64, _rmatvec_sq_f64

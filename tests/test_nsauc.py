@@ -273,7 +273,7 @@ def test_unknown_chunks_and_bad_params():
 
 def test_nan_in_dask_input_is_caught_in_the_first_epoch_only():
     from daskauc._validation import check_finite, without_finite_check
-    from daskauc.engine.stream import is_materialized
+    from daskauc.engine.chain_plan import is_materialized
 
     X, y = _separable(n=400)
     X_bad = X.copy()

@@ -6,13 +6,13 @@ import zarr
 from dask.utils import key_split
 
 from daskauc import OAM, OPAUC, SOLAM, SPAM, SPDAM, PairwiseHingeSGD, TwoPassAUC, UnivariateAUC
+from daskauc.engine.chain_plan import is_materialized
 from daskauc.engine.stream import (
     BlockReader,
     block_class_counts,
     chunk_order,
     epoch_graph,
     epoch_plan,
-    is_materialized,
     run_epoch,
     seed_root,
 )

@@ -324,7 +324,7 @@ def chain_count(chunk_rows: list[int], row_bytes: int, max_chains: int, *,
     epoch is predicted fastest, if it beats one chain by ``CHAIN_MIN_GAIN``; else 1.
 
     An epoch of K chains takes the largest share of the chunks (``ceil(C / K)`` of the C
-    chunks, as :func:`daskauc.engine.stream.assign_visits` deals them) at
+    chunks, as :func:`daskauc.engine.chain_plan.assign_visits` deals them) at
     ``STEP_ROW_SECONDS`` a row and ``STEP_BYTES_PER_SECOND``, plus ``CHAIN_ROUND_SECONDS`` for
     its merge; one chain takes all the chunks. So data in one chunk, or so small that the
     merge costs more than the chains save, runs one chain.

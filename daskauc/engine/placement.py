@@ -18,7 +18,8 @@ import numpy as np
 from .. import _compute, _config
 from .._compute import distributed_client
 from .._validation import without_finite_check
-from .stream import _READ_AHEAD, BlockReader, Placement, chunk_holders, is_materialized
+from .chain_plan import Placement, chunk_holders, is_materialized
+from .stream import _READ_AHEAD, BlockReader
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import numpy as np
 from .. import _config
 from .._compute import compute, persist
 from .._validation import check_finite, check_finite_block, without_finite_check
-from ..engine.stream import is_materialized
+from ..engine.chain_plan import is_materialized
 from ._calibration import calibration_blocks
 
 

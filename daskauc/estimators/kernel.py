@@ -46,19 +46,14 @@ from .._validation import (
     seed_sequence,
     set_features_in,
 )
-from ..model_selection.gamma_lam import (
-    SELECTION_CENTRES,
-    SELECTION_ROWS,
-    WIDTH_CENTRES,
-    WIDTH_ROWS,
-    choose_gamma_lam,
-)
+from ..model_selection.gamma_lam import SELECTION_CENTRES, SELECTION_ROWS, choose_gamma_lam
 from ..model_selection.kernel_model import (
     KernelFunction,
     KernelSettings,
     choose_route,
     fit_kernel_model,
 )
+from ..model_selection.width_walk import WIDTH_CENTRES, WIDTH_ROWS
 from ..solvers.kernel_basis import FACTOR_PLACEMENTS, kernel_scores
 from ._base import AUCScoreMixin
 from ._calibration import calibration_data, check_class_weight, platt_scaling

@@ -13,7 +13,7 @@ the same model:
 
 :func:`choose_route` picks the cheaper by the measured-cost model of
 :mod:`daskauc.engine.cost`. KernelAUC fits the model once at its (gamma, lam); the width walk
-(:func:`daskauc.model_selection.gamma_lam.walk_width`) fits it at every width it tries,
+(:func:`daskauc.model_selection.width_walk.walk_width`) fits it at every width it tries,
 each from the one before. Both call :func:`fit_kernel_model`, so the walk's models are the
 final model's at another width.
 """

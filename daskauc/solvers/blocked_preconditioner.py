@@ -179,7 +179,7 @@ def _on_workers(where: dict) -> dict:
     ``where[key]`` (elsewhere only if it is gone); none for an empty ``where``."""
     if not where:
         return {}
-    from ..engine.stream import Placement
+    from ..engine.chain_plan import Placement
 
     return {"workers": Placement({k: [w] for k, w in where.items()}),
             "allow_other_workers": True}

@@ -40,10 +40,10 @@ from .._arrays import sample_rows, stratified_subsample
 from .._compute import compute, distributed_client
 from .._registry import solver
 from .._validation import as_row_chunked, check_param, check_X_y, validation_set
+from ..engine.chain_plan import is_materialized
 from ..engine.placement import place_rows
 from ..engine.progress import report as report_progress
 from ..engine.progress import solver_log_level
-from ..engine.stream import is_materialized
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .linesearch import LINE_SEARCHES, line_search_armijo, line_search_exact

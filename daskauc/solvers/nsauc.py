@@ -56,8 +56,9 @@ from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._registry import solver
 from .._validation import seed_sequence
+from ..engine.chain_plan import resolve_chains
 from ..engine.chains import chain_frame, merge_moving, merge_running_average
-from ..engine.stream import block_class_counts, resolve_chains, run_epochs
+from ..engine.stream import block_class_counts, run_epochs
 from ._linear import validation_score
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
@@ -339,7 +340,7 @@ def pairwise_hinge_sgd(
     n_chains : chains run in parallel over shares of the chunks each epoch, combined at its
         end (:mod:`daskauc.engine.chains`, "Chains that stand for the sequential run"; the
         first epoch one chain); 1 (default) is the sequential solver, "auto" the cost
-        model's count (:func:`daskauc.engine.stream.resolve_chains`).
+        model's count (:func:`daskauc.engine.chain_plan.resolve_chains`).
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each
         chain instead of once per epoch.
     average : return the scheduled average ``wbar`` (NSAUC) or the last iterate (NSVMSGD2).

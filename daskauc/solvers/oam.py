@@ -29,8 +29,9 @@ import numpy as np
 
 from .._registry import solver
 from .._validation import as_row_chunked
+from ..engine.chain_plan import resolve_chains
 from ..engine.chains import merge_reservoirs, merge_running_average, mix_iterates
-from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ..engine.stream import run_epochs, seed_root
 from ._linear import validation_score
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._result import SolverResult

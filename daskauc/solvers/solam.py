@@ -68,6 +68,7 @@ import numpy as np
 
 from .._registry import solver
 from .._validation import check_param
+from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
     DRIFT_EVERY,
     add_increments,
@@ -75,7 +76,7 @@ from ..engine.chains import (
     merge_moving,
     merge_running_average,
 )
-from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ..engine.stream import run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _solam_chunk
 from ._result import SolverResult

@@ -67,8 +67,9 @@ import numpy as np
 
 from .._registry import solver
 from .._validation import check_param
+from ..engine.chain_plan import resolve_chains
 from ..engine.chains import add_increments, mix_iterates
-from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ..engine.stream import run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _spdam_chunk
 from ._result import SolverResult

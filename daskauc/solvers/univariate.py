@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._registry import solver
+from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
     DRIFT_EVERY,
     add_increments,
@@ -42,7 +43,7 @@ from ..engine.chains import (
     merge_moving,
     merge_running_average,
 )
-from ..engine.stream import resolve_chains, run_epochs, seed_root
+from ..engine.stream import run_epochs, seed_root
 from ._linear import validation_score
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
 from ._result import SolverResult
@@ -164,7 +165,7 @@ def univariate_sgd(
     n_chains : parallel chains per epoch (:mod:`daskauc.engine.chains`: each stands for the
         sequential run, ``w`` and ``b`` mixed by steps, the averages exact, the counters
         summed; the first epoch one chain); 1 (default) is the sequential algorithm, "auto"
-        the cost model's count (:func:`daskauc.engine.stream.resolve_chains`).
+        the cost model's count (:func:`daskauc.engine.chain_plan.resolve_chains`).
     sync_every : with several chains, combine them after every ``sync_every`` chunks of each.
 
     Returns
