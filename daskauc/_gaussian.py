@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._gaussian_kernels import _exp_tile, _gauss_from_gram
-from ._validation import check_param
+from ._params import check_param
 
 
 def exp_bits(dtype, n: int) -> np.ndarray:

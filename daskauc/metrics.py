@@ -23,8 +23,10 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from ._compute import compute
+from ._labels import as_labels, label_classes
 from ._metrics_kernels import _merge_runs, _twice_u_statistic
-from ._validation import as_labels, check_param, float_dtype, label_classes
+from ._params import check_param
+from ._validation import float_dtype
 
 #: target number of scores gathered into one bucket of the distributed AUC (about 100 MB of
 #: runs in the worst case of all-distinct scores).

@@ -114,7 +114,7 @@ def test_minibatch_kmeans_labels_its_training_rows_when_they_are_in_memory():
     (["1", "2"], 1)])
 def test_a_pos_label_that_is_not_a_label_is_an_error(labels, pos_label):
     from daskauc import roc_auc
-    from daskauc._validation import as_labels
+    from daskauc._labels import as_labels
 
     y = np.asarray(labels * 3)
     s = np.arange(y.size, dtype=float)
@@ -130,7 +130,7 @@ def test_a_pos_label_that_is_not_a_label_is_an_error(labels, pos_label):
 @pytest.mark.parametrize("labels, positive_classes", [
     (["a", "bb", "c"], ["b"]), ([1, 2, 3], [2.5]), ([1, 2, 3], ["2"])])
 def test_positive_classes_that_are_not_labels_are_an_error(labels, positive_classes):
-    from daskauc._validation import as_labels
+    from daskauc._labels import as_labels
 
     with pytest.raises(ValueError, match="do not occur in y"):
         as_labels(np.asarray(labels * 2), positive_classes=positive_classes)
@@ -138,7 +138,7 @@ def test_positive_classes_that_are_not_labels_are_an_error(labels, positive_clas
 
 def test_pos_label_matches_labels_by_value():
     from daskauc import roc_auc
-    from daskauc._validation import as_labels
+    from daskauc._labels import as_labels
 
     y_num = np.array([1.0, 2.0, 1.0, 2.0])
     assert as_labels(y_num, pos_label=2)[0].tolist() == [-1, 1, -1, 1]   # 2 is 2.0

@@ -5,7 +5,7 @@ import pytest
 from reference import sgd as ref
 from sklearn.metrics import roc_auc_score
 
-from daskauc._validation import check_X_y
+from daskauc._labels import check_X_y
 from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
 from daskauc.solvers._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
 from daskauc.solvers.nsauc import pair_rate, search_eta0

@@ -26,7 +26,7 @@ at most ``_config.MAX_LINE_BYTES``, the label table at most ``_config.MAX_LABELS
   wherever the stream is read.
 * Labels are not converted while parsing: each row keeps a code for its raw label token and
   the codes are spilled to a temporary file. When the pass is over the label set is known,
-  it is mapped to {-1, +1} by the rules of :func:`daskauc._validation.label_classes`
+  it is mapped to {-1, +1} by the rules of :func:`daskauc._labels.label_classes`
   (:mod:`daskauc.data.labels`) and ``y`` is written from the spilled codes.
 * ``shuffle=True`` gives a uniformly random row permutation with bounded memory, through
   spill files beside the store (:mod:`daskauc.data.writers`).
@@ -45,17 +45,11 @@ import numpy as np
 
 from .. import _compute, _config
 from .._dataset import Dataset, open_dataset
+from .._params import check_param, seed_sequence
 from .._store import is_url, store_exists
 from .._store_write import PendingStore, begin_store, check_writable, create_array, writing_store
 from .._urls import nothing_at
-from .._validation import (
-    SPARSE_ADVICE,
-    as_row_chunked,
-    check_not_empty,
-    check_param,
-    reject_sparse,
-    seed_sequence,
-)
+from .._validation import SPARSE_ADVICE, as_row_chunked, check_not_empty, reject_sparse
 from ..engine.stream import class_counts_block
 from .labels import _array_label_table, _check_pm1, _label_params, _label_table, _to_pm1
 from .parse import _overflow_advice, _Parser, _scan, _ZeroIndexSeen
@@ -165,7 +159,7 @@ def ingest(
         streaming scan of the file; when given, the file is read once (and an index beyond it
         is an error).
     pos_label, positive_classes :
-        Which raw labels are positive, as in :func:`daskauc._validation.label_classes`: with
+        Which raw labels are positive, as in :func:`daskauc._labels.label_classes`: with
         neither, the labels must be two-valued and the larger is positive (-1/+1, 0/1, 1/2,
         ``no``/``yes``); ``positive_classes=[...]`` groups a multi-class file. Numeric label
         tokens are compared as numbers (``1``, ``+1`` and ``1.0`` are one class).
@@ -537,7 +531,7 @@ def ingest_array(
         Integer and boolean data become float64 unless ``dtype`` says otherwise.
     y : array-like or dask array, shape (n_samples,)
         Raw labels, mapped to {-1, +1} by ``pos_label`` / ``positive_classes`` as in
-        :func:`daskauc._validation.label_classes`.
+        :func:`daskauc._labels.label_classes`.
     store : path or URL
     dtype : {None, "float32", "float64"}
     chunk_rows : int, optional

@@ -1,4 +1,4 @@
-"""Raw labels -> {-1, +1}, by the rules of :func:`daskauc._validation.label_classes`.
+"""Raw labels -> {-1, +1}, by the rules of :func:`daskauc._labels.label_classes`.
 
 A text ingest codes each row by its raw label token while parsing (:mod:`daskauc.data.parse`)
 and maps the codes once the label set is known (:func:`_label_table`); an array ingest maps
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import label_classes
+from .._labels import label_classes
 
 
 def label_json(v):

@@ -19,12 +19,12 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute
+from .._params import check_param
 from .._registry import model_class
 from .._validation import (
     as_numpy_rows,
     as_row_chunked,
     check_not_empty,
-    check_param,
     check_predict_X,
     is_lazy_input,
     set_features_in,

@@ -20,8 +20,9 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
 from .._dataset import open_dataset
+from .._params import seed_sequence
 from .._store import resolve_path, store_exists
-from .._validation import as_row_chunked, is_store_path, seed_sequence
+from .._validation import as_row_chunked, is_store_path
 from .ingest import write_dataset
 
 __all__ = ["train_test_split", "split_store", "split_mask"]

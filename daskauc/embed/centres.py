@@ -73,7 +73,9 @@ import numpy as np
 
 from .._arrays import sample_rows
 from .._compute import compute
-from .._validation import as_labels, as_row_chunked, check_param, check_params, seed_sequence
+from .._labels import as_labels
+from .._params import check_param, check_params, seed_sequence
+from .._validation import as_row_chunked
 from .kmeans import MiniBatchKMeans, _fit_kmeans
 
 __all__ = ["Centres", "kmeans_centres", "nested_sample", "select_centres", "uniform_centres"]
@@ -181,7 +183,7 @@ def uniform_centres(
     growing m are nested (``KernelAUC(warm_start=True)`` then carries a model over exactly). The
     compute runs one ``daskauc-sample`` task per chunk, each taking its rows (the drawn labels
     ride in the same compute). Dask labels are mapped to {-1, +1} by
-    :func:`daskauc._validation.as_labels`, which reads y once for its classes. Only the drawn
+    :func:`daskauc._labels.as_labels`, which reads y once for its classes. Only the drawn
     rows are checked for NaN and infinity (the solver that reads X checks the rest).
     """
     Xd = as_row_chunked(X, check_finite_values=False)

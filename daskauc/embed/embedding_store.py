@@ -26,9 +26,11 @@ import numpy as np
 from .. import _config
 from .._compute import compute, share
 from .._dataset import Dataset, open_dataset
+from .._labels import as_labels
+from .._params import check_param
 from .._store import open_store
 from .._store_write import create_array, writing_store
-from .._validation import as_labels, as_row_chunked, check_n_features, check_param, is_store_path
+from .._validation import as_row_chunked, check_n_features, is_store_path
 from .._version import __version__
 
 #: codec of the embedding X when ``compressor=None``: none. Measured (benchmarks/embed.py,

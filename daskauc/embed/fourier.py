@@ -8,14 +8,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute
+from .._params import check_params, seed_sequence
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
     check_not_empty,
-    check_params,
     check_predict_X,
     preserved_dtypes,
-    seed_sequence,
     set_features_in,
 )
 from .nystroem import _bandwidth_graph, _gamma_from_b

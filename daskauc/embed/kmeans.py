@@ -35,15 +35,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrays import sample_rows
 from .._compute import compute
+from .._params import check_param, check_params, seed_sequence
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
     check_n_features,
-    check_param,
-    check_params,
     check_predict_X,
     is_lazy_input,
-    seed_sequence,
     set_features_in,
 )
 from ..engine.stream import run_epochs

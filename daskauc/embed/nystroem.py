@@ -32,18 +32,16 @@ from .. import _config
 from .._compute import compute
 from .._dataset import Dataset, open_dataset
 from .._gaussian import gaussian_block
+from .._params import check_param, check_params, seed_sequence
 from .._registry import model_class
 from .._validation import (
     as_numpy_rows,
     as_row_chunked,
     check_n_features,
     check_not_empty,
-    check_param,
-    check_params,
     check_predict_X,
     is_store_path,
     preserved_dtypes,
-    seed_sequence,
     set_features_in,
 )
 from . import embedding_store

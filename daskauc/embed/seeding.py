@@ -76,7 +76,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_param, float_dtype, seed_sequence
+from .._params import check_param, seed_sequence
+from .._validation import float_dtype
 from ._kernels import _kpp_accept, _kpp_gains
 from .assign import blas_for, default_threads, nearest_centres
 

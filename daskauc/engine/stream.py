@@ -75,7 +75,7 @@ def seed_root(random_state) -> tuple[int, tuple]:
     Solver states keep this pair so that later epochs (``partial_fit``) continue one random
     stream.
     """
-    from .._validation import seed_sequence
+    from .._params import seed_sequence
 
     ss = seed_sequence(random_state)
     return int(ss.entropy), tuple(ss.spawn_key)

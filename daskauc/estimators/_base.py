@@ -115,7 +115,7 @@ class AUCScoreMixin:
         neg, pos = self.classes_[0], self.classes_[1]
         if not neg > pos:
             return None
-        from .._validation import matching_label
+        from .._labels import matching_label
 
         labels = np.unique(np.asarray(y.compute() if isinstance(y, da.Array) else y))
         if matching_label(labels, pos) is None and set(labels.tolist()) <= {-1, 1}:

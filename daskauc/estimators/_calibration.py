@@ -69,7 +69,7 @@ def check_class_weight(class_weight, classes=None) -> None:
             raise ValueError(f"class_weight[{label!r}] = {weight!r}: a weight must be a "
                              "positive finite number")
     if classes is not None:
-        from .._validation import matching_label
+        from .._labels import matching_label
 
         known = np.asarray(classes)
         unknown = [k for k in class_weight if matching_label(known, k) is None]
@@ -89,7 +89,7 @@ def class_weights(class_weight, classes, y) -> tuple[float, float] | None:
         n_pos, n_neg = class_counts(y)
         n = n_pos + n_neg
         return (n / (2.0 * n_neg) if n_neg else 1.0, n / (2.0 * n_pos) if n_pos else 1.0)
-    from .._validation import matching_label
+    from .._labels import matching_label
 
     def weight(label):
         key = next((k for k in class_weight if matching_label(np.asarray([label]), k)

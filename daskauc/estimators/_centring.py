@@ -56,7 +56,7 @@ def auto_step(est, name: str, constant: float, state, scale) -> float:
 
     ``scale()`` is what the solver's gradient grows with (the mean squared row norm, say),
     so that "auto" steps do not depend on how the features were scaled."""
-    from .._validation import check_param
+    from .._params import check_param
 
     value = getattr(est, name)
     if isinstance(value, str):

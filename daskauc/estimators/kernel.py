@@ -33,19 +33,10 @@ from sklearn.utils.validation import check_is_fitted
 from .._arrays import class_counts
 from .._compute import compute
 from .._docs import fill_doc
+from .._labels import as_labels, check_X_y
+from .._params import check_param, check_params, child_seed, seed_sequence
 from .._registry import model_class
-from .._validation import (
-    as_labels,
-    as_row_chunked,
-    check_param,
-    check_params,
-    check_predict_X,
-    check_X_y,
-    child_seed,
-    is_lazy_input,
-    seed_sequence,
-    set_features_in,
-)
+from .._validation import as_row_chunked, check_predict_X, is_lazy_input, set_features_in
 from ..model_selection.gamma_lam import SELECTION_CENTRES, SELECTION_ROWS, choose_gamma_lam
 from ..model_selection.kernel_model import (
     KernelFunction,

@@ -20,13 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._docs import CHAIN_FRAME, fill_doc
+from .._labels import check_X_y
+from .._params import check_params
 from .._registry import model_class
-from .._validation import (
-    check_n_features,
-    check_params,
-    check_X_y,
-    set_features_in,
-)
+from .._validation import check_n_features, set_features_in
 from ..solvers._result import SolverResult
 from ..solvers.opauc import opauc
 from ..solvers.solam import PENALTIES as SOLAM_PENALTIES

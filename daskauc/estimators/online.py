@@ -10,15 +10,10 @@ import dask.array as da
 import numpy as np
 
 from .._docs import CHAIN_FRAME, fill_doc
+from .._labels import check_X_y
+from .._params import check_params, seed_sequence
 from .._registry import model_class
-from .._validation import (
-    as_row_chunked,
-    check_n_features,
-    check_params,
-    check_X_y,
-    seed_sequence,
-    set_features_in,
-)
+from .._validation import as_row_chunked, check_n_features, set_features_in
 from ..solvers._result import SolverResult
 from ..solvers.oam import UPDATES, oam
 from ..solvers.univariate import LOSSES, SCHEDULES, univariate_sgd

@@ -5,8 +5,10 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 from .._docs import CHAIN_FRAME, fill_doc
+from .._labels import check_X_y
+from .._params import check_params
 from .._registry import model_class
-from .._validation import check_n_features, check_params, check_X_y, set_features_in
+from .._validation import check_n_features, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
 from ._base import LinearAUCModel
 from ._calibration import check_class_weight

@@ -25,11 +25,11 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _config
 from .._compute import compute, persist
 from .._docs import fill_doc
+from .._labels import check_X_y
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
     check_predict_X,
-    check_X_y,
     is_lazy_input,
     is_store_path,
     set_features_in,

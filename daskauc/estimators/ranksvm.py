@@ -13,14 +13,10 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._arrays import class_counts
 from .._docs import fill_doc
+from .._labels import check_X_y
+from .._params import check_param, check_params
 from .._registry import model_class
-from .._validation import (
-    check_n_features,
-    check_param,
-    check_params,
-    check_X_y,
-    set_features_in,
-)
+from .._validation import check_n_features, set_features_in
 from ..model_selection.c_path import select_C
 from ..solvers.linesearch import LINE_SEARCHES
 from ..solvers.newton import auto_pair_moments, prsvm_newton

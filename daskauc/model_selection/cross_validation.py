@@ -27,7 +27,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold
 
 from .._compute import compute, persist
-from .._validation import check_X_y, seed_sequence
+from .._labels import check_X_y
+from .._params import seed_sequence
 from ..engine.placement import should_persist
 from ..engine.progress import search_progress
 from ..metrics import roc_auc

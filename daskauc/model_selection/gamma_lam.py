@@ -54,7 +54,7 @@ from .. import _config
 from .._arrays import class_counts, sample_rows, stratified_subsample
 from .._compute import compute
 from .._gaussian import gaussian_centres, kernel_block
-from .._validation import child_seed
+from .._params import child_seed
 from ..embed.nystroem import default_gamma
 from ..engine.progress import search_progress
 from ..metrics import roc_auc

@@ -30,7 +30,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._arrays import class_counts
 from .._compute import distributed_client, persist
 from .._gaussian import gaussian_centres, kernel_block
-from .._validation import check_X_y
+from .._labels import check_X_y
 from ..embed.nystroem import KMeansNystroem, NystroemRankWarning
 from ..engine.cost import route_costs
 from ..engine.placement import memory_budget

@@ -21,7 +21,9 @@ from sklearn.model_selection import train_test_split
 
 from .._arrays import sample_rows, stratified_subsample
 from .._compute import compute
-from .._validation import as_row_chunked, check_X_y, child_seed, seed_sequence
+from .._labels import check_X_y
+from .._params import child_seed, seed_sequence
+from .._validation import as_row_chunked
 from ..embed.centres import select_centres
 from ..engine.progress import search_progress
 from ..metrics import roc_auc

@@ -28,9 +28,10 @@ import numpy as np
 
 from .. import _config
 from .._compute import compute, share
+from .._params import check_param
 from .._store import is_url, resolve_path, store_exists, stored_kind
 from .._store_write import check_output, create_array, writing_store
-from .._validation import check_input_map, check_param
+from .._validation import check_input_map
 from .._version import __version__
 from ..embed.embedding_store import map_sha256
 from ..embed.nystroem import KMeansNystroem, load_embedding_map

@@ -37,7 +37,9 @@ from .._gaussian import (
     gaussian_centres,
     kernel_block,
 )
-from .._validation import as_row_chunked, check_param, check_X_y
+from .._labels import check_X_y
+from .._params import check_param
+from .._validation import as_row_chunked
 from ..engine.placement import PERSIST_CHUNK_BYTES, should_persist, worker_records
 from ._graphs import fresh_token, tree_sum
 from ._kernel_basis_kernels import (

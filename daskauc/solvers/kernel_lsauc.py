@@ -22,8 +22,9 @@ import numpy as np
 
 from .._compute import distributed_client
 from .._gaussian import gaussian_centres
+from .._labels import validation_set
+from .._params import check_param
 from .._registry import solver
-from .._validation import check_param, validation_set
 from ..engine.progress import solver_log_level
 from ._graphs import threads_limit
 from ._result import SolverResult

@@ -33,8 +33,9 @@ import numpy as np
 
 from .._compute import distributed_client
 from .._gaussian import gaussian_centres
+from .._labels import as_labels, validation_set
+from .._params import check_param
 from .._registry import solver
-from .._validation import as_labels, check_param, validation_set
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (

@@ -38,8 +38,10 @@ import numpy as np
 
 from .._arrays import sample_rows, stratified_subsample
 from .._compute import compute, distributed_client
+from .._labels import check_X_y, validation_set
+from .._params import check_param
 from .._registry import solver
-from .._validation import as_row_chunked, check_param, check_X_y, validation_set
+from .._validation import as_row_chunked
 from ..engine.chain_plan import is_materialized
 from ..engine.placement import place_rows
 from ..engine.progress import report as report_progress
@@ -130,7 +132,7 @@ def prsvm_newton(
         Rows (raw standardized features or an embedding); numpy, a row-chunked dask array,
         a zarr array or a store path. float32 stays float32 (products accumulate in float64).
     y : array-like or dask array, shape (n,)
-        Binary labels (any two-valued convention; see ``daskauc._validation.as_labels``).
+        Binary labels (any two-valued convention; see ``daskauc._labels.as_labels``).
     C : float, default 1.0
         Weight of the pairwise loss (> 0). Larger C = less regularization.
     tol : float, default 1e-3

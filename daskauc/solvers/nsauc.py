@@ -54,8 +54,8 @@ import numpy as np
 
 from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
+from .._params import seed_sequence
 from .._registry import solver
-from .._validation import seed_sequence
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import chain_frame, merge_moving, merge_running_average
 from ..engine.stream import block_class_counts, run_epochs

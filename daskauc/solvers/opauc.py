@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._params import check_param
 from .._registry import solver
-from .._validation import check_param
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import add_increments, mix_iterates
 from ..engine.stream import run_epochs, seed_root

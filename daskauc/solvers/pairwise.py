@@ -43,7 +43,8 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .. import _compute
 from .._compute import compute, distributed_client, share
-from .._validation import check_param, check_X_y
+from .._labels import check_X_y
+from .._params import check_param
 from ..engine.placement import RowChunks
 from ._graphs import fresh_token, threads_limit, tree_sum
 from ._pairwise_kernels import (

@@ -37,8 +37,9 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
+from .._labels import check_X_y
+from .._params import check_param
 from .._registry import solver
-from .._validation import check_param, check_X_y
 from ._graphs import tree_sum
 from ._result import SolverResult
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
+from .._params import check_param
 from .._registry import solver
-from .._validation import check_param
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
     DRIFT_EVERY,
