@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._gaussian_kernels import _exp_tile, _gauss_from_gram
-from ._params import check_param
+from ._params import POSITIVE, check_param
 
 
 def exp_bits(dtype, n: int) -> np.ndarray:
@@ -75,7 +75,7 @@ def gaussian_centres(centres, gamma: float, dtype=np.float64) -> GaussianCentres
         raise ValueError(f"centres must be a non-empty 2-D array; got shape {C.shape}")
     if not np.isfinite(C).all():
         raise ValueError("centres contain NaN or infinity")
-    gamma = check_param("gamma", gamma, float, low=0.0, include_low=False)
+    gamma = check_param("gamma", gamma, POSITIVE)
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"dtype must be float32 or float64; got {dtype}")

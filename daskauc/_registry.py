@@ -10,8 +10,11 @@ scikit-learn's checks, checkpoints, chains) read the same tables, filtered by ki
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ._params import checks
 
 #: class name -> class, for every estimator and transformer that ``save_model`` writes
 MODEL_CLASSES: dict[str, type] = {}
@@ -69,6 +72,9 @@ class SolverEntry:
     states: tuple[type, ...] = ()
     #: "linear" or "kernel", "pairwise" (a loss over pairs) ...
     tags: frozenset[str] = field(default_factory=frozenset)
+    #: its parameter table, ``name: constraint`` (:mod:`daskauc._params`): checked on each
+    #: call, unless the caller checked them (``params_checked``)
+    params: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def parameters(self) -> list[str]:
@@ -93,16 +99,22 @@ SOLVERS: dict[str, SolverEntry] = {}
 SOLVER_KINDS = ("stochastic", "newton", "least-squares")
 
 
-def solver(*, kind: str, states: tuple[type, ...] = (), tags=()):
+def solver(*, kind: str, states: tuple[type, ...] = (), tags=(),
+           params: Mapping[str, object] | None = None):
     """Register a solver function under its name (a decorator): its kind, the state classes
-    it threads (:class:`SolverEntry`) and tags."""
+    it threads (:class:`SolverEntry`), tags, and its parameter table ``params``
+    (``name: constraint``), which every call outside ``params_checked()`` is checked against
+    (:func:`daskauc._params.checks`): the one place a solver says what its parameters may be.
+    """
     if kind not in SOLVER_KINDS:
         raise ValueError(f"kind must be one of {SOLVER_KINDS}; got {kind!r}")
 
     def register(function: Callable) -> Callable:
-        entry = SolverEntry(function.__name__, function, kind, tuple(states), frozenset(tags))
-        if SOLVERS.setdefault(entry.name, entry).function is not function:
+        checked = checks(params or {})(function)
+        entry = SolverEntry(function.__name__, checked, kind, tuple(states), frozenset(tags),
+                            checked.params)
+        if SOLVERS.setdefault(entry.name, entry).function is not checked:
             raise TypeError(f"two solvers named {entry.name}")
-        return function
+        return checked
 
     return register

@@ -25,7 +25,7 @@ from dask.highlevelgraph import HighLevelGraph
 from ._compute import compute
 from ._labels import as_labels, label_classes
 from ._metrics_kernels import _merge_runs, _twice_u_statistic
-from ._params import check_param
+from ._params import Interval, check_param
 from ._validation import float_dtype
 
 #: target number of scores gathered into one bucket of the distributed AUC (about 100 MB of
@@ -512,7 +512,7 @@ def roc_auc(y_true: Any, scores: Any, *, pos_label=None, n_buckets: int | None =
     operating characteristic (ROC) curve. Radiology 143(1).
     """
     if n_buckets is not None:
-        check_param("n_buckets", n_buckets, int, low=1)
+        check_param("n_buckets", n_buckets, Interval(int, 1))
     prepared = _prepare(y_true, scores, pos_label)
     if prepared[0] == "numpy":
         _, s, is_pos = prepared
@@ -571,9 +571,9 @@ def roc_curve(
     (1, 1) are always kept.
     """
     check_param("drop_intermediate", drop_intermediate, bool)
-    check_param("max_points", max_points, int, low=2)
+    check_param("max_points", max_points, Interval(int, 2))
     if n_buckets is not None:
-        check_param("n_buckets", n_buckets, int, low=1)
+        check_param("n_buckets", n_buckets, Interval(int, 1))
     prepared = _prepare(y_true, scores, pos_label)
     if prepared[0] == "numpy":
         _, s, is_pos = prepared

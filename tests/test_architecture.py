@@ -187,7 +187,6 @@ LONG_FUNCTIONS = {
                                                             "loop: the one check shortens it",
     "daskauc.solvers.kernel_lsauc.kernel_lsauc": "parameter checks and the CG route: the one "
                                                  "check shortens it",
-    "daskauc.solvers.oam.oam": "parameter checks and the epochs: the one check shortens it",
     "daskauc.model_selection.gamma_lam.select_gamma_lam": "the search's folds, paths and "
                                                           "logging",
     "daskauc.engine.stream.epoch_graph": "the chain graph of an epoch, placement included",

@@ -205,7 +205,7 @@ def test_factor_placement_follows_the_cost_model(dask_cluster_client, monkeypatc
     with pytest.raises(MemoryError, match="fits neither the client"):
         factor_placement(10**6, "auto", dask_cluster_client)  # 8 TB
     assert factor_placement(64, "workers", None)[0] == "workers"
-    with pytest.raises(ValueError, match="factor_placement must be one of"):
+    with pytest.raises(ValueError, match="placement must be one of"):
         factor_placement(64, "gpu", None)
     with pytest.raises(ValueError, match="factor_placement must be one of"):
         KernelAUC(factor_placement="gpu", gamma=1.0, lam=1e-3).fit(*_problem()[:2])

@@ -348,7 +348,7 @@ def test_pair_moments_must_match_X():
     X, y = _float_problem(0, n=30)
     with pytest.raises(ValueError, match=r"pair_moments must be a finite \(4, 4\) matrix"):
         prsvm_newton(X, y, pair_moments=np.eye(3))
-    with pytest.raises(ValueError, match="pair_moments must be one of"):
+    with pytest.raises(ValueError, match="pair_moments must be 'auto' or None or an array"):
         prsvm_newton(X, y, pair_moments="yes")
 
 

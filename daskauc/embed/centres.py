@@ -74,7 +74,7 @@ import numpy as np
 from .._arrays import sample_rows
 from .._compute import compute
 from .._labels import as_labels
-from .._params import check_param, check_params, seed_sequence
+from .._params import Interval, Options, check_param, check_params, seed_sequence
 from .._validation import as_row_chunked
 from .kmeans import MiniBatchKMeans, _fit_kmeans
 
@@ -112,7 +112,7 @@ class Centres:
 
 
 def _check_m(m, n: int) -> int:
-    check_param("m", m, int, low=1)
+    check_param("m", m, Interval(int, 1))
     if m > n:
         raise ValueError(f"m={m} centres were requested but X has only n={n} rows; "
                          f"choose m <= {n}")
@@ -281,7 +281,7 @@ def select_centres(X, m: int, *, method: str = "uniform", y=None, random_state=N
     -------
     Centres
     """
-    check_param("method", method, str, choices=METHODS)
+    check_param("method", method, Options(*METHODS))
     t0 = time.perf_counter()
     if method == "uniform":
         if kmeans_kw:

@@ -27,7 +27,7 @@ from .. import _config
 from .._compute import compute, share
 from .._dataset import Dataset, open_dataset
 from .._labels import as_labels
-from .._params import check_param
+from .._params import Interval, check_param
 from .._store import open_store
 from .._store_write import create_array, writing_store
 from .._validation import as_row_chunked, check_n_features, is_store_path
@@ -77,7 +77,7 @@ def write_embedding(est, map_block, source, store, *, y=None, scaler=None,
     if chunk_rows is None:
         rows = _config.chunk_rows_for(r, Xd.dtype.itemsize, n)
     else:
-        rows = check_param("chunk_rows", chunk_rows, int, low=1)
+        rows = check_param("chunk_rows", chunk_rows, Interval(int, 1))
     rows, Xd = _write_chunking(Xd, rows, exact=chunk_rows is not None)
     if isinstance(yy, da.Array):
         yd = yy.astype(np.int8).rechunk((Xd.chunks[0],))

@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._compute import compute
-from .._params import check_params, seed_sequence
+from .._params import POSITIVE, FloatDType, Interval, check_params, seed_sequence
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
@@ -68,8 +68,9 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     """
 
     _params = {
-        "n_components": (int, {"low": 1}),
-        "gamma": (float, {"low": 0, "include_low": False, "optional": True}),
+        "n_components": Interval(int, 1),
+        "gamma": [POSITIVE, None],
+        "dtype": [None, FloatDType()],
     }
 
     def __init__(self, n_components=1600, *, gamma=None, random_state=None, dtype=None):
@@ -81,8 +82,6 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Draw Omega and b (reads the first rows of X only when gamma is None)."""
         check_params(self, self._params)
-        if self.dtype is not None and np.dtype(self.dtype) not in (np.float32, np.float64):
-            raise TypeError(f"dtype must be None, float32 or float64; got {self.dtype!r}")
         Xd = as_row_chunked(X, dtype=self.dtype)
         check_not_empty(Xd.shape, min_samples=2 if self.gamma is None else 1)
         d = Xd.shape[1]

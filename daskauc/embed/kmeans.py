@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._arrays import sample_rows
 from .._compute import compute
-from .._params import check_param, check_params, seed_sequence
+from .._params import AUTO_OR_BOOL, Interval, check_params, seed_sequence
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
@@ -338,10 +338,11 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     """
 
     _params = {
-        "n_clusters": (int, {"low": 1}),
-        "batch_size": (int, {"low": 1}),
-        "n_epochs": (int, {"low": 0}),
-        "init_size": (int, {"low": 1, "optional": True}),
+        "n_clusters": Interval(int, 1),
+        "batch_size": Interval(int, 1),
+        "n_epochs": Interval(int, 0),
+        "init_size": [Interval(int, 1), None],
+        "compute_labels": AUTO_OR_BOOL,
     }
 
     def __init__(self, n_clusters=8, *, batch_size=2048, n_epochs=3, init_size=None,
@@ -355,7 +356,6 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
 
     def _check_params(self):
         check_params(self, self._params)
-        check_param("compute_labels", self.compute_labels, object, choices=("auto", True, False))
 
     def fit(self, X, y=None):
         """Seed with k-means++ on a sample, then run ``n_epochs`` epochs over ``X``."""

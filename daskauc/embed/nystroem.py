@@ -32,7 +32,15 @@ from .. import _config
 from .._compute import compute
 from .._dataset import Dataset, open_dataset
 from .._gaussian import gaussian_block
-from .._params import check_param, check_params, seed_sequence
+from .._params import (
+    POSITIVE,
+    ArrayLike,
+    FloatDType,
+    Interval,
+    Options,
+    check_params,
+    seed_sequence,
+)
 from .._registry import model_class
 from .._validation import (
     as_numpy_rows,
@@ -257,10 +265,13 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
     """
 
     _params = {
-        "gamma": (float, {"low": 0, "include_low": False, "optional": True}),
-        "kmeans_epochs": (int, {"low": 0}),
-        "batch_size": (int, {"low": 1}),
-        "eig_tol": (float, {"low": 0, "high": 1}),
+        "n_components": [Options("auto"), Interval(int, 1)],
+        "gamma": [POSITIVE, None],
+        "kmeans_epochs": Interval(int, 0),
+        "batch_size": Interval(int, 1),
+        "eig_tol": Interval(float, 0.0, 1.0),
+        "landmarks": [Options("kmeans", "random", "all"), ArrayLike("an array of landmarks")],
+        "dtype": [None, FloatDType()],
     }
 
     def __init__(self, n_components="auto", *, gamma=None, landmarks="kmeans", kmeans_epochs=3,
@@ -276,15 +287,6 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
 
-    def _check_params(self):
-        if not (isinstance(self.n_components, str) and self.n_components == "auto"):
-            check_param("n_components", self.n_components, int, low=1)
-        check_params(self, self._params)
-        if isinstance(self.landmarks, str):
-            check_param("landmarks", self.landmarks, str, choices=("kmeans", "random", "all"))
-        if self.dtype is not None and np.dtype(self.dtype) not in (np.float32, np.float64):
-            raise TypeError(f"dtype must be None, float32 or float64; got {self.dtype!r}")
-
     def fit(self, X, y=None):
         """Choose landmarks and gamma, then eigendecompose W (one or two computes over X).
 
@@ -293,7 +295,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         X : numpy array, dask array, zarr array or dataset store path, shape (n, d)
         y : ignored
         """
-        self._check_params()
+        check_params(self, self._params)
         for stale in ("scaler_mean_", "scaler_scale_", "kmeans_counts_", "kmeans_history_"):
             self.__dict__.pop(stale, None)  # from an earlier fit or a loaded map
         source_attrs = open_dataset(X).attrs if is_store_path(X) else None

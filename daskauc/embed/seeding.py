@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._params import check_param, seed_sequence
+from .._params import Interval, Options, check_param, seed_sequence
 from .._validation import float_dtype
 from ._kernels import _kpp_accept, _kpp_gains
 from .assign import blas_for, default_threads, nearest_centres
@@ -99,7 +99,7 @@ def resolve_init(init, n_clusters: int) -> str:
     """The seeding ``init`` names (None and "auto" choose by ``n_clusters``)."""
     if init is None or init == "auto":
         return "k-means++" if n_clusters <= GREEDY_MAX_CLUSTERS else "k-means||"
-    check_param("init", init, str, choices=INITS)
+    check_param("init", init, Options(*INITS))
     return init
 
 
@@ -148,7 +148,7 @@ def kmeans_plusplus(
     S = np.asarray(X)
     S = np.ascontiguousarray(S, dtype=float_dtype(S.dtype, "X"))
     m, d = S.shape
-    check_param("n_clusters", n_clusters, int, low=1, high=m)
+    check_param("n_clusters", n_clusters, Interval(int, 1, m))
     rng = np.random.default_rng(seed_sequence(random_state))
     trials = n_local_trials if n_local_trials is not None else 2 + int(np.log(n_clusters))
     ssq = np.einsum("ij,ij->i", S, S, dtype=np.float64)
@@ -238,8 +238,8 @@ def kmeans_parallel(
     S = np.asarray(X)
     S = np.ascontiguousarray(S, dtype=float_dtype(S.dtype, "X"))
     m = S.shape[0]
-    check_param("n_clusters", n_clusters, int, low=1, high=m)
-    check_param("rounds", rounds, int, low=1)
+    check_param("n_clusters", n_clusters, Interval(int, 1, m))
+    check_param("rounds", rounds, Interval(int, 1))
     rng = np.random.default_rng(seed_sequence(random_state))
     ssq = np.einsum("ij,ij->i", S, S, dtype=np.float64)
     closest = np.full(m, np.inf)

@@ -50,22 +50,18 @@ def mean_sq_norm(Xd: da.Array, *, all_rows: bool) -> float:
 
 
 def auto_step(est, name: str, constant: float, state, scale) -> float:
-    """The step parameter ``name`` of ``est`` as a number: a given one (checked), or for
+    """The step parameter ``name`` of ``est`` as a number: a given one, or for
     "auto" ``constant / scale()`` on a fresh fit, recorded in ``<name>_`` and reused when the
     fit continues (partial_fit, further epochs, a resumed checkpoint).
 
     ``scale()`` is what the solver's gradient grows with (the mean squared row norm, say),
-    so that "auto" steps do not depend on how the features were scaled."""
-    from .._params import check_param
-
+    so that "auto" steps do not depend on how the features were scaled. The estimator's
+    table checked ``name`` ("auto" or a float > 0)."""
     value = getattr(est, name)
     if isinstance(value, str):
-        if value != "auto":
-            raise ValueError(f"{name} must be 'auto' or a float > 0; got {value!r}")
         if state is None or not hasattr(est, f"{name}_"):
             setattr(est, f"{name}_", constant / max(float(scale()), np.finfo(float).tiny))
         return float(getattr(est, f"{name}_"))
-    check_param(name, value, float, low=0.0, include_low=False)
     setattr(est, f"{name}_", float(value))
     return float(value)
 

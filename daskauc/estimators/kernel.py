@@ -34,7 +34,18 @@ from .._arrays import class_counts
 from .._compute import compute
 from .._docs import fill_doc
 from .._labels import as_labels, check_X_y
-from .._params import check_param, check_params, child_seed, seed_sequence
+from .._params import (
+    ArrayLike,
+    FloatDType,
+    Grid,
+    Interval,
+    Options,
+    check_params,
+    child_seed,
+    params_checked,
+    params_of,
+    seed_sequence,
+)
 from .._registry import model_class
 from .._validation import as_row_chunked, check_predict_X, is_lazy_input, set_features_in
 from ..model_selection.gamma_lam import SELECTION_CENTRES, SELECTION_ROWS, choose_gamma_lam
@@ -45,7 +56,8 @@ from ..model_selection.kernel_model import (
     fit_kernel_model,
 )
 from ..model_selection.width_walk import WIDTH_CENTRES, WIDTH_ROWS
-from ..solvers.kernel_basis import FACTOR_PLACEMENTS, kernel_scores
+from ..solvers.kernel_basis import factor_placement, kernel_scores
+from ..solvers.kernel_newton import WEIGHTINGS, kernel_pairwise_newton
 from ._base import AUCScoreMixin
 from ._calibration import calibration_data, check_class_weight, platt_scaling
 from ._checkpoint import check_resumed_data, open_checkpoint
@@ -235,42 +247,26 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------------ checks
 
     _params = {
-        "n_centres": (int, {"low": 1}),
-        "loss": (str, {"choices": LOSSES}),
-        "solver": (str, {"choices": ROUTES}),
-        "scaling": (object, {"choices": SCALINGS}),
-        "weighting": (str, {"choices": ("auto", "mean", "pairs")}),
-        "tol": (float, {"low": 0.0}),
-        "max_iter": (int, {"low": 0}),
-        "cg_tol": (float, {"low": 0.0, "include_low": False, "high": 1.0}),
-        "max_cg": (int, {"low": 1}),
-        "selection_rows": (int, {"low": 10}),
-        "selection_centres": (int, {"low": 1}),
-        "cv": (int, {"low": 2}),
-        "width_rows": (int, {"low": 0}),
-        "width_centres": (int, {"low": 1}),
-        "persist": (object, {"choices": ("auto", True, False)}),
-        "factor_placement": (str, {"choices": FACTOR_PLACEMENTS}),
+        "n_centres": Interval(int, 1),
+        "loss": Options(*LOSSES),
+        "solver": Options(*ROUTES),
+        "scaling": Options(*SCALINGS),
+        "weighting": Options("auto", *WEIGHTINGS),
+        **params_of(kernel_pairwise_newton, "tol", "max_iter", "cg_tol", "max_cg"),
+        "selection_rows": Interval(int, 10),
+        "selection_centres": Interval(int, 1),
+        "cv": Interval(int, 2),
+        "width_rows": Interval(int, 0),
+        "width_centres": Interval(int, 1),
+        **params_of(kernel_pairwise_newton, "persist"),
+        "factor_placement": factor_placement.params["placement"],
+        "lam": [Options("auto"), kernel_pairwise_newton.params["lam"]],
+        "gamma": [Options("auto", "rule"), kernel_pairwise_newton.params["gamma"]],
+        "centres": [Options("uniform", "kmeans"), ArrayLike("an array (m, n_features)")],
+        "dtype": FloatDType(),
+        "gamma_grid": [Grid(), None],
+        "lam_grid": [Grid(), None],
     }
-
-    def _check_params(self):
-        check_params(self, self._params)
-        for name, value in (("lam", self.lam), ("gamma", self.gamma)):
-            allowed = ("auto", "rule") if name == "gamma" else ("auto",)
-            if isinstance(value, str):
-                check_param(name, value, str, choices=allowed)
-            else:
-                check_param(name, value, float, low=0.0, include_low=False)
-        if isinstance(self.centres, str):
-            check_param("centres", self.centres, str, choices=("uniform", "kmeans"))
-        if np.dtype(self.dtype) not in (np.float32, np.float64):
-            raise TypeError(f"dtype must be float32 or float64; got {self.dtype!r}")
-        for name, grid in (("gamma_grid", self.gamma_grid), ("lam_grid", self.lam_grid)):
-            if grid is not None:
-                g = np.asarray(grid, dtype=np.float64).ravel()
-                if g.size == 0 or not np.all(np.isfinite(g)) or not np.all(g > 0):
-                    raise ValueError(f"{name} must be a non-empty sequence of positive "
-                                     f"numbers; got {grid!r}")
 
     # ------------------------------------------------------------------------ fit
 
@@ -289,7 +285,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         """
         from ..data.scale import MinMaxScaler, StandardScaler
 
-        self._check_params()
+        check_params(self, self._params)
         if checkpoint is not None and self.loss != "squared_hinge":
             raise ValueError(
                 f"checkpoint: KernelAUC(loss={self.loss!r}) solves in one conjugate-gradient "
@@ -331,12 +327,14 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         if previous is not None:  # the checkpoint's choice (random_state=None would redraw)
             gamma, lam, selection = previous.gamma_, previous.lam_, previous.selection_
         else:
-            gamma, lam, selection = choose_gamma_lam(
-                Xs, y_np, gamma=self.gamma, lam=self.lam, n_centres=m,
-                gamma_grid=self.gamma_grid, lam_grid=self.lam_grid, cv=int(self.cv),
-                rows=int(self.selection_rows), max_centres=int(self.selection_centres),
-                width_rows=int(self.width_rows), width_centres=int(self.width_centres),
-                solver=self.solver, settings=settings, intercept=_intercept, random_state=ss)
+            with params_checked():
+                gamma, lam, selection = choose_gamma_lam(
+                    Xs, y_np, gamma=self.gamma, lam=self.lam, n_centres=m,
+                    gamma_grid=self.gamma_grid, lam_grid=self.lam_grid, cv=int(self.cv),
+                    rows=int(self.selection_rows), max_centres=int(self.selection_centres),
+                    width_rows=int(self.width_rows), width_centres=int(self.width_centres),
+                    solver=self.solver, settings=settings, intercept=_intercept,
+                    random_state=ss)
         timings["selection"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
@@ -366,10 +364,11 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         on_step = None
         if checkpoint is not None:
             on_step = self._checkpoint_step(checkpoint)
-        alpha, result = fit_kernel_model(
-            route, Xs, y_np, centres, labels, index, gamma, lam, settings,
-            previous=warm, X_val=Xv, y_val=yv, on_step=on_step,
-            resume=previous._solver_state if previous is not None else None)
+        with params_checked():
+            alpha, result = fit_kernel_model(
+                route, Xs, y_np, centres, labels, index, gamma, lam, settings,
+                previous=warm, X_val=Xv, y_val=yv, on_step=on_step,
+                resume=previous._solver_state if previous is not None else None)
         timings["solve"] = time.perf_counter() - tic
         if not result.converged and self.loss == "squared_hinge":
             warnings.warn(f"KernelAUC did not reach tol={self.tol} in max_iter={self.max_iter} "

@@ -21,28 +21,27 @@ import numpy as np
 
 from .._docs import CHAIN_FRAME, fill_doc
 from .._labels import check_X_y
-from .._params import check_params
+from .._params import Interval, Options, check_params, params_checked, params_of
 from .._registry import model_class
 from .._validation import check_n_features, set_features_in
 from ..solvers._result import SolverResult
 from ..solvers.opauc import opauc
-from ..solvers.solam import PENALTIES as SOLAM_PENALTIES
-from ..solvers.solam import VARIANTS as SOLAM_VARIANTS
 from ..solvers.solam import solam
-from ..solvers.spam import SCHEDULES as SPAM_SCHEDULES
 from ..solvers.spam import spam
 from ..solvers.spdam import spdam
-from ..solvers.stats import PRECISIONS, class_means, class_statistics, lsauc
-from ..solvers.twopass import SCHEDULES as TWOPASS_SCHEDULES
+from ..solvers.stats import class_means, class_statistics, lsauc
 from ..solvers.twopass import twopass_auc
 from ._base import LinearAUCModel
 from ._calibration import check_class_weight
 from ._centring import auto_step, mean_sq_norm
 from ._checkpoint import open_checkpoint
 
-_EPOCHS = (int, {"low": 1})
-_SHUFFLE = (bool, {})
-_LAM = (float, {"low": 0.0})
+_EPOCHS = Interval(int, 1)
+
+
+def _auto(solver, name: str) -> list:
+    """"auto" or what ``solver`` takes for ``name`` (a step size the estimator may choose)."""
+    return [Options("auto"), solver.params[name]]
 
 
 class _LSModel(LinearAUCModel):
@@ -79,7 +78,8 @@ class _LSModel(LinearAUCModel):
         rows = self._solver_rows(Xd, X, first=True)
 
         def run(state, n_epochs):  # the same data: its statistics are not merged again
-            return self._run(rows, yd, state, n_epochs, False)
+            with params_checked():
+                return self._run(rows, yd, state, n_epochs, False)
 
         self._fit_epochs(run, getattr(self, "n_epochs", 1), classes, Xd.shape[1],
                          checkpoint=checkpoint,
@@ -111,8 +111,9 @@ class _LSModel(LinearAUCModel):
                     f"{list(self.classes_)}"
                 )
             history, n_done = list(self.history_), self.n_iter_
-        res = self._run(self._solver_rows(Xd, X, first=state is None), yd, state, 1,
-                        state is not None)
+        rows = self._solver_rows(Xd, X, first=state is None)
+        with params_checked():
+            res = self._run(rows, yd, state, 1, state is not None)
         self._set_result(res, cls, Xd.shape[1])
         self.history_ = history + self.history_
         if self._counts_calls:
@@ -157,7 +158,7 @@ class LSAUC(_LSModel):
     Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
     """
 
-    _params = {"lam": _LAM, "precision": (str, {"choices": PRECISIONS})}
+    _params = {**params_of(lsauc, "lam"), **params_of(class_statistics, "precision")}
     _counts_calls = True
 
     def __init__(self, lam: float = 1e-3, *, precision: str = "auto", class_weight=None):
@@ -216,8 +217,8 @@ class TwoPassAUC(_LSModel):
     Luan & Gao, "Two-pass AUC optimization", CAAI Trans. Intelligent Systems 13(3), 2018.
     """
 
-    _params = {"lam": _LAM, "schedule": (str, {"choices": TWOPASS_SCHEDULES}),
-               "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+    _params = {**params_of(twopass_auc, "lam", "schedule"), "eta": _auto(twopass_auc, "eta"),
+               "n_epochs": _EPOCHS, "shuffle": bool}
     #: eta="auto" is this over max(n/n+, n/n-) times the within-class mean squared norm (at
     #: most 1 over it times the largest squared norm's bound)
     AUTO_ETA = 2.0**-7
@@ -287,7 +288,8 @@ class OPAUC(_LSModel):
     Gao, Jin, Zhu & Zhou, "One-pass AUC optimization", ICML 2013.
     """
 
-    _params = {"lam": _LAM, "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+    _params = {**params_of(opauc, "lam"), "eta": _auto(opauc, "eta"), "n_epochs": _EPOCHS,
+               "shuffle": bool}
     #: eta="auto" is this over the mean squared row norm
     AUTO_ETA = 2.0**-5
 
@@ -361,11 +363,9 @@ class SOLAM(_LSModel):
     Front. Appl. Math. Stat. 5:30, 2019.
     """
 
-    _params = {"R": (float, {"low": 0.0, "include_low": False}),
-               "penalty": (str, {"choices": SOLAM_PENALTIES}), "lam": _LAM,
-               "variant": (str, {"choices": SOLAM_VARIANTS}),
-               "kappa": (float, {"low": 0.0, "include_low": False, "optional": True}),
-               "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+    _params = {"zeta": _auto(solam, "zeta"),
+               **params_of(solam, "R", "penalty", "lam", "variant", "kappa"),
+               "n_epochs": _EPOCHS, "shuffle": bool}
 
     #: zeta="auto" is this over the mean squared row norm
     AUTO_ZETA = 5.0
@@ -449,9 +449,8 @@ class SPAM(_LSModel):
     """
 
     _centre_rows = True
-    _params = {"lam": _LAM, "l1": (float, {"low": 0.0}),
-               "schedule": (str, {"choices": SPAM_SCHEDULES}), "average": (bool, {}),
-               "n_epochs": _EPOCHS, "shuffle": _SHUFFLE}
+    _params = {**params_of(spam, "lam", "l1"), "eta": _auto(spam, "eta"),
+               **params_of(spam, "schedule", "average"), "n_epochs": _EPOCHS, "shuffle": bool}
     #: eta="auto" is this over the mean squared row norm
     AUTO_ETA = 1.0
 
@@ -524,10 +523,8 @@ class SPDAM(_LSModel):
     minimization", JMLR 18, 2017.
     """
 
-    _params = {"lam": (float, {"low": 0.0, "include_low": False}),
-               "batch_size": (int, {"low": 1}), "n_epochs": _EPOCHS,
-               "R": (float, {"low": 0.0, "include_low": False, "optional": True}),
-               "shuffle": _SHUFFLE}
+    _params = {**params_of(spdam, "lam", "batch_size"), "n_epochs": _EPOCHS,
+               **params_of(spdam, "R"), "shuffle": bool}
 
     def __init__(self, lam: float = 1e-3, *, batch_size: int = 1, n_epochs: int = 10,
                  R: float | None = None, shuffle: bool = True, random_state=None, n_chains=1,

@@ -11,12 +11,12 @@ import numpy as np
 
 from .._docs import CHAIN_FRAME, fill_doc
 from .._labels import check_X_y
-from .._params import check_params, seed_sequence
+from .._params import Interval, Options, check_params, params_checked, params_of, seed_sequence
 from .._registry import model_class
 from .._validation import as_row_chunked, check_n_features, set_features_in
 from ..solvers._result import SolverResult
-from ..solvers.oam import UPDATES, oam
-from ..solvers.univariate import LOSSES, SCHEDULES, univariate_sgd
+from ..solvers.oam import oam
+from ..solvers.univariate import univariate_sgd
 from ._base import LinearAUCModel
 from ._calibration import check_class_weight
 from ._centring import auto_step, mean_sq_norm
@@ -84,8 +84,9 @@ class _OnlineAUCModel(LinearAUCModel):
         rows = self._solver_rows(Xd, X, first=True)
 
         def run(state, n_epochs):
-            return self._solve(rows, yd, n_epochs=n_epochs, state=state,
-                               validation=(Xd, yd) if self.record_auc else None)
+            with params_checked():
+                return self._solve(rows, yd, n_epochs=n_epochs, state=state,
+                                   validation=(Xd, yd) if self.record_auc else None)
 
         self._fit_epochs(run, self.n_epochs, classes, Xd.shape[1], checkpoint=checkpoint,
                          calibrate=lambda: self._calibrate_linear(Xd, yd, X))
@@ -132,9 +133,10 @@ class _OnlineAUCModel(LinearAUCModel):
                 yd = da.from_array(_pm1_known(y_arr, classes_), chunks=(Xd.chunks[0],),
                                    name=False)
             history = list(getattr(self, "history_", []))
-        result = self._solve(self._solver_rows(Xd, X, first=state is None), yd, n_epochs=1,
-                             state=state,
-                             validation=(Xd, yd) if self.record_auc else None)
+        rows = self._solver_rows(Xd, X, first=state is None)
+        with params_checked():
+            result = self._solve(rows, yd, n_epochs=1, state=state,
+                                 validation=(Xd, yd) if self.record_auc else None)
         self._set_result(result, classes_, Xd.shape[1])
         self.history_ = history + self.history_
         self._calibrate_linear(Xd, yd, X, batch=True)
@@ -234,14 +236,10 @@ class OAM(_OnlineAUCModel):
         self.class_weight = class_weight
 
     _params = {
-        "C": (float, dict(low=0.0, include_low=False)),
-        "buffer_size": (int, dict(low=1)),
-        "update": (str, dict(choices=UPDATES)),
-        "eta": (float, dict(low=0.0, include_low=False)),
-        "average": (bool, {}),
-        "n_epochs": (int, dict(low=1)),
-        "shuffle": (bool, {}),
-        "record_auc": (bool, {}),
+        **params_of(oam, "C", "update", "eta", "average", "shuffle"),
+        "buffer_size": Interval(int, 1),
+        "n_epochs": Interval(int, 1),
+        "record_auc": bool,
     }
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:
@@ -341,13 +339,10 @@ class UnivariateAUC(_OnlineAUCModel):
         self.class_weight = class_weight
 
     _params = {
-        "loss": (str, dict(choices=tuple(LOSSES))),
-        "lam": (float, dict(low=0.0)),
-        "schedule": (str, dict(choices=SCHEDULES)),
-        "n_epochs": (int, dict(low=1)),
-        "average": (bool, {}),
-        "shuffle": (bool, {}),
-        "record_auc": (bool, {}),
+        **params_of(univariate_sgd, "loss", "lam", "schedule", "average", "shuffle"),
+        "eta0": [Options("auto"), univariate_sgd.params["eta0"]],
+        "n_epochs": Interval(int, 1),
+        "record_auc": bool,
     }
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:

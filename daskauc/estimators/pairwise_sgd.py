@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
-
 from .._docs import CHAIN_FRAME, fill_doc
 from .._labels import check_X_y
-from .._params import check_params
+from .._params import Interval, check_params, params_checked, params_of
 from .._registry import model_class
 from .._validation import check_n_features, set_features_in
 from ..solvers.nsauc import pairwise_hinge_sgd
@@ -78,17 +76,7 @@ class PairwiseHingeSGD(LinearAUCModel):
     Bordes, Bottou & Gallinari, "SGD-QN: Careful quasi-Newton stochastic gradient descent", 2009.
     """
 
-    _params = {
-        "lam": (Real, {"low": 0, "include_low": False}),
-        "n_epochs": (Integral, {"low": 1}),
-        "average": (bool, {}),
-        "rskip": (Integral, {"low": 1}),
-        "askip": (Integral, {"low": 1}),
-        "average_start": (Integral, {"low": 0}),
-        "t0": (Real, {"low": 0, "include_low": False, "optional": True}),
-        "eta0_pairs": (Integral, {"low": 2}),
-        "shuffle": (bool, {}),
-    }
+    _params = {**params_of(pairwise_hinge_sgd), "n_epochs": Interval(int, 1)}
 
     def __init__(self, lam=1e-8, *, n_epochs=5, average=True, rskip=16, askip=16,
                  average_start=0, t0=None, eta0_pairs=1000, shuffle=True, random_state=None,
@@ -131,9 +119,10 @@ class PairwiseHingeSGD(LinearAUCModel):
         set_features_in(self, X, Xd.shape[1])
 
         def run(state, n_epochs):
-            return pairwise_hinge_sgd(Xd, yd, n_epochs=n_epochs, state=state,
-                                      validation=validation, callback=callback,
-                                      **self._solver_kwargs())
+            with params_checked():
+                return pairwise_hinge_sgd(Xd, yd, n_epochs=n_epochs, state=state,
+                                          validation=validation, callback=callback,
+                                          **self._solver_kwargs())
 
         self._fit_epochs(run, int(self.n_epochs), classes, Xd.shape[1], checkpoint=checkpoint,
                          after=self._set_t0,
@@ -163,7 +152,9 @@ class PairwiseHingeSGD(LinearAUCModel):
             set_features_in(self, X, Xd.shape[1])
         else:
             check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
-        result = pairwise_hinge_sgd(Xd, yd, n_epochs=1, state=state, **self._solver_kwargs())
+        with params_checked():
+            result = pairwise_hinge_sgd(Xd, yd, n_epochs=1, state=state,
+                                        **self._solver_kwargs())
         history = list(getattr(self, "history_", [])) + list(result.history)
         self._set_result(result, getattr(self, "classes_", found), Xd.shape[1])
         self.history_ = history

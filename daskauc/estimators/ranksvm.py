@@ -14,11 +14,10 @@ from sklearn.exceptions import ConvergenceWarning
 from .._arrays import class_counts
 from .._docs import fill_doc
 from .._labels import check_X_y
-from .._params import check_param, check_params
+from .._params import Options, check_params, params_checked, params_of
 from .._registry import model_class
 from .._validation import check_n_features, set_features_in
 from ..model_selection.c_path import select_C
-from ..solvers.linesearch import LINE_SEARCHES
 from ..solvers.newton import auto_pair_moments, prsvm_newton
 from ._base import LinearAUCModel
 from ._calibration import check_class_weight
@@ -112,15 +111,10 @@ class RankSVM(LinearAUCModel):
     """
 
     _params = {
-        "tol": (float, {"low": 0.0}),
-        "max_iter": (int, {"low": 0}),
-        "cg_tol": (float, {"low": 0.0, "include_low": False, "high": 1.0}),
-        "max_cg": (int, {"low": 1}),
-        "precondition": (bool, {}),
-        "line_search": (str, {"choices": LINE_SEARCHES}),
-        "decrement_tol": (float, {"low": 0.0, "optional": True}),
-        "persist": (object, {"choices": ("auto", True, False)}),
-        "warm_start": (bool, {}),
+        "C": [Options("auto"), prsvm_newton.params["C"]],
+        **params_of(prsvm_newton, "tol", "max_iter", "cg_tol", "max_cg", "precondition",
+                    "line_search", "decrement_tol", "persist"),
+        "warm_start": bool,
     }
 
     def __init__(self, C="auto", *, tol: float = 1e-3, max_iter: int = 50,
@@ -141,13 +135,6 @@ class RankSVM(LinearAUCModel):
         self.random_state = random_state
         self.class_weight = class_weight
 
-    def _check_C(self) -> None:
-        if isinstance(self.C, str):
-            if self.C != "auto":
-                raise ValueError(f"C must be 'auto' or a float > 0; got {self.C!r}")
-            return
-        check_param("C", self.C, float, low=0.0, include_low=False)
-
     def _newton_kwargs(self) -> dict:
         return dict(tol=float(self.tol), max_iter=int(self.max_iter), cg_tol=float(self.cg_tol),
                     max_cg=int(self.max_cg), precondition=bool(self.precondition),
@@ -161,8 +148,10 @@ class RankSVM(LinearAUCModel):
             return float(self.C)
         # the choice does not depend on max_iter (a checkpointed fit resumed with more steps
         # must choose the same C)
-        self.selection_ = select_C(Xd, yd, solver_params={**self._newton_kwargs(), "max_iter": 50},
-                                   random_state=self.random_state, pair_moments=pair_moments)
+        with params_checked():
+            self.selection_ = select_C(Xd, yd,
+                                       solver_params={**self._newton_kwargs(), "max_iter": 50},
+                                       random_state=self.random_state, pair_moments=pair_moments)
         return self.selection_["C"]
 
     def fit(self, X, y=None, *, X_val=None, y_val=None, checkpoint=None, resume: bool = False):
@@ -177,7 +166,6 @@ class RankSVM(LinearAUCModel):
         (:func:`daskauc.estimators._checkpoint.open_checkpoint`).
         """
         check_params(self, self._params)
-        self._check_C()
         checkpoint = open_checkpoint(self, checkpoint, X, y, resume=resume)
         Xd, yd, classes = check_X_y(X, y)
         check_class_weight(self.class_weight, classes)
@@ -219,11 +207,12 @@ class RankSVM(LinearAUCModel):
                     f"and X has {Xd.shape[1]}; refit with warm_start=False"
                 )
             w0 = self.coef_
-        result = prsvm_newton(
-            Xd, yd, C=self.C_, w0=w0, **self._newton_kwargs(),
-            persist=self.persist, X_val=X_val, y_val=y_val, check_input=False,
-            resume=snapshot, on_step=on_step, pair_moments=moments,
-        )
+        with params_checked():
+            result = prsvm_newton(
+                Xd, yd, C=self.C_, w0=w0, **self._newton_kwargs(),
+                persist=self.persist, X_val=X_val, y_val=y_val, check_input=False,
+                resume=snapshot, on_step=on_step, pair_moments=moments,
+            )
         if not result.converged:
             warnings.warn(
                 f"RankSVM did not reach tol={self.tol} in max_iter={self.max_iter} Newton "
@@ -247,7 +236,6 @@ class RankSVM(LinearAUCModel):
         ``C="auto"`` the first batch chooses C and later batches keep it.
         """
         check_params(self, self._params)
-        self._check_C()
         state = self._state_to_continue()
         Xd, yd, found = check_X_y(X, y)
         check_class_weight(self.class_weight, None)
@@ -267,7 +255,7 @@ class RankSVM(LinearAUCModel):
                                  f"{list(self.classes_)}")
             w0, done = self.coef_, self.coef_
             weight, batches = float(state.get("pairs", 0.0)), int(state.get("batches", 0))
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), params_checked():
             warnings.simplefilter("ignore", ConvergenceWarning)
             result = prsvm_newton(Xd, yd, C=self.C_, w0=w0, **self._newton_kwargs(),
                                   persist=self.persist, check_input=False)

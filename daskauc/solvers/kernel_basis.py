@@ -38,7 +38,7 @@ from .._gaussian import (
     kernel_block,
 )
 from .._labels import check_X_y
-from .._params import check_param
+from .._params import POSITIVE, Options, checks
 from .._validation import as_row_chunked
 from ..engine.placement import PERSIST_CHUNK_BYTES, should_persist, worker_records
 from ._graphs import fresh_token, tree_sum
@@ -245,8 +245,11 @@ def store_kernel(X: da.Array, gc: GaussianCentres, centres_ref, store, client):
 
 
 FACTOR_PLACEMENTS = ("auto", "client", "workers")
+#: the parameters of the kernel and its penalty, for every solver in the kernel basis
+KERNEL_PARAMS = {"gamma": POSITIVE, "lam": POSITIVE}
 
 
+@checks({"placement": Options(*FACTOR_PLACEMENTS)})
 def factor_placement(m: int, placement: str = "auto", client=None) -> tuple[str, dict]:
     """``(placement, costs)`` of the factor of m centres: ``placement`` when it is "client" or
     "workers", else the cheaper that fits by :func:`daskauc.engine.cost.factor_costs` ("client"
@@ -256,7 +259,6 @@ def factor_placement(m: int, placement: str = "auto", client=None) -> tuple[str,
     from ..engine.cost import CLIENT_FACTOR_FRACTION, factor_block, factor_costs
     from ..engine.placement import memory_budget
 
-    check_param("factor_placement", placement, str, choices=FACTOR_PLACEMENTS)
     block = factor_block(m)
     if client is None and placement == "auto":
         return "client", {}
@@ -309,7 +311,8 @@ def build_preconditioner(centres, gamma: float, *, jitter: float | None = None,
 
 
 def _check_problem(X, y, centres, gamma, lam, check_input: bool):
-    lam = check_param("lam", lam, float, low=0.0, include_low=False)
+    """The rows and labels of a kernel problem, and its centres (``gamma`` and ``lam`` are
+    checked by the callers' tables, :data:`KERNEL_PARAMS`)."""
     if check_input:
         Xd, yd, _ = check_X_y(X, y)
     else:
@@ -321,7 +324,6 @@ def _check_problem(X, y, centres, gamma, lam, check_input: bool):
     if C.ndim != 2 or C.shape[1] != Xd.shape[1]:
         raise ValueError(f"centres must have shape (m, {Xd.shape[1]}) to match X's features; "
                          f"got {C.shape}")
-    gamma = check_param("gamma", gamma, float, low=0.0, include_low=False)
     return Xd, y_np, C, float(gamma), lam
 
 

@@ -23,12 +23,13 @@ import numpy as np
 from .._compute import distributed_client
 from .._gaussian import gaussian_centres
 from .._labels import validation_set
-from .._params import check_param
+from .._params import AUTO_OR_BOOL, NON_NEGATIVE, Interval
 from .._registry import solver
 from ..engine.progress import solver_log_level
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (
+    KERNEL_PARAMS,
     _check_alpha,
     _check_problem,
     _pass_graph,
@@ -45,7 +46,9 @@ from .preconditioner import NystroemPreconditioner
 logger = logging.getLogger(__name__)
 
 
-@solver(kind="least-squares", tags=("kernel", "least-squares loss"))
+@solver(kind="least-squares", tags=("kernel", "least-squares loss"), params={
+    **KERNEL_PARAMS, "tol": NON_NEGATIVE, "max_iter": Interval(int, 0), "precondition": bool,
+    "persist": AUTO_OR_BOOL})
 def kernel_lsauc(
     X,
     y,
@@ -80,10 +83,6 @@ def kernel_lsauc(
         (``iter``, ``objective`` = LS from the CG residual, ``rel_residual``, ``seconds``,
         ``val_auc``); ``state`` as for :func:`kernel_pairwise_newton` plus ``D``.
     """
-    check_param("tol", tol, float, low=0.0)
-    check_param("max_iter", max_iter, int, low=0)
-    check_param("precondition", precondition, bool)
-    check_param("persist", persist, object, choices=("auto", True, False))
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, check_input)
     m = C.shape[0]
     alpha = _check_alpha(alpha0, m)

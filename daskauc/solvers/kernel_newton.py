@@ -34,11 +34,12 @@ import numpy as np
 from .._compute import distributed_client
 from .._gaussian import gaussian_centres
 from .._labels import as_labels, validation_set
-from .._params import check_param
+from .._params import AUTO_OR_BOOL, Options, checks
 from .._registry import solver
 from ._graphs import threads_limit
 from ._result import SolverResult
 from .kernel_basis import (
+    KERNEL_PARAMS,
     _check_alpha,
     _check_problem,
     _prepare_rows,
@@ -48,8 +49,7 @@ from .kernel_basis import (
     kernel_rmatvec_block,
 )
 from .kernel_basis import store_kernel as store_kernel_blocks
-from .linesearch import LINE_SEARCHES
-from .newton import newton_loop
+from .newton import NEWTON_PARAMS, newton_loop
 from .pairwise import (
     PairwiseOperator,
     block_matvec,
@@ -229,7 +229,9 @@ class StoredKernelBasis(KernelBasis):
     row_matvec = staticmethod(kernel_matvec_block)
 
 
-@solver(kind="newton", tags=("kernel", "pairwise"))
+@solver(kind="newton", tags=("kernel", "pairwise"), params={
+    **KERNEL_PARAMS, **NEWTON_PARAMS, "weighting": Options(*WEIGHTINGS),
+    "store_kernel": AUTO_OR_BOOL})
 def kernel_pairwise_newton(
     X,
     y,
@@ -322,15 +324,6 @@ def kernel_pairwise_newton(
         ``stored_kernel``, ``seconds`` (preconditioner stages) and ``passes`` (passes over
         the rows).
     """
-    check_param("tol", tol, float, low=0.0)
-    check_param("max_iter", max_iter, int, low=0)
-    check_param("cg_tol", cg_tol, float, low=0.0, include_low=False, high=1.0)
-    check_param("max_cg", max_cg, int, low=1)
-    check_param("precondition", precondition, bool)
-    check_param("weighting", weighting, str, choices=WEIGHTINGS)
-    check_param("line_search", line_search, str, choices=LINE_SEARCHES)
-    check_param("persist", persist, object, choices=("auto", True, False))
-    check_param("store_kernel", store_kernel, object, choices=("auto", True, False))
     Xd, y_np, C, gamma, lam = _check_problem(X, y, centres, gamma, lam, check_input)
     m = C.shape[0]
     alpha = _check_alpha(alpha0, m)
@@ -413,6 +406,7 @@ def _operator(X, y, centres, gamma, lam, jitter, dtype):
     return PairwiseOperator(Xd, y_np, 1.0 / (lam * n_pairs), basis=basis), lam, n_pairs, client
 
 
+@checks(KERNEL_PARAMS)
 def kernel_objective_gradient(X, y, centres, alpha, *, gamma: float, lam: float,
                               jitter: float | None = None, dtype=None):
     """``F(alpha)`` and its gradient through the solver's own graphs (one compute).
@@ -430,6 +424,7 @@ def kernel_objective_gradient(X, y, centres, alpha, *, gamma: float, lam: float,
     return F, lam * Ka + (2.0 / n_pairs) * sums[0], op.basis.pc.jitter
 
 
+@checks(KERNEL_PARAMS)
 def kernel_hessian_product(X, y, centres, alpha, v, *, gamma: float, lam: float,
                            jitter: float | None = None, dtype=None) -> np.ndarray:
     """Generalized Hessian of ``F`` at ``alpha`` times ``v``: ``lam K~ v + 2/(n+ n-) K^T L K v``

@@ -39,7 +39,7 @@ import numpy as np
 from .._arrays import sample_rows, stratified_subsample
 from .._compute import compute, distributed_client
 from .._labels import check_X_y, validation_set
-from .._params import check_param
+from .._params import AUTO_OR_BOOL, NON_NEGATIVE, POSITIVE, ArrayLike, Interval, Options
 from .._registry import solver
 from .._validation import as_row_chunked
 from ..engine.chain_plan import is_materialized
@@ -65,6 +65,17 @@ PAIR_MOMENT_COLUMNS = 4096
 #: (estimated in 0.2 / 0.6 / 1.0 / 4.6 s)
 PAIR_MOMENT_ROWS_PER_COLUMN = 8
 PAIR_MOMENT_ROWS = (2000, 20_000)
+
+#: the Newton loop's parameters (:func:`newton_loop`), for every solver that runs it
+NEWTON_PARAMS = {
+    "tol": NON_NEGATIVE,
+    "max_iter": Interval(int, 0),
+    "cg_tol": Interval(float, 0.0, 1.0, closed="right"),
+    "max_cg": Interval(int, 1),
+    "precondition": bool,
+    "line_search": Options(*LINE_SEARCHES),
+    "persist": AUTO_OR_BOOL,
+}
 
 
 def auto_pair_moments(X: da.Array, y) -> PairMoments | None:
@@ -101,7 +112,9 @@ def _validation_auc(op: PairwiseOperator, Xv, yv, w) -> float:
     return float(roc_auc(yv, op.scores(Xv, w)))
 
 
-@solver(kind="newton", tags=("linear", "pairwise"))
+@solver(kind="newton", tags=("linear", "pairwise"), params={
+    "C": POSITIVE, **NEWTON_PARAMS, "decrement_tol": [NON_NEGATIVE, None],
+    "pair_moments": [Options("auto"), ArrayLike("None or an array (r, r)")]})
 def prsvm_newton(
     X,
     y,
@@ -226,18 +239,6 @@ def prsvm_newton(
     Khalid, M., Ray, I. and Chitsaz, H. Scalable nonlinear AUC maximization methods
     (Algorithm 2, NBAUC).
     """
-    check_param("C", C, float, low=0.0, include_low=False)
-    check_param("tol", tol, float, low=0.0)
-    check_param("max_iter", max_iter, int, low=0)
-    check_param("cg_tol", cg_tol, float, low=0.0, include_low=False, high=1.0)
-    check_param("max_cg", max_cg, int, low=1)
-    check_param("precondition", precondition, bool)
-    check_param("line_search", line_search, str, choices=LINE_SEARCHES)
-    check_param("persist", persist, object, choices=("auto", True, False))
-    if isinstance(pair_moments, str):
-        check_param("pair_moments", pair_moments, str, choices=("auto",))
-    if decrement_tol is not None:
-        check_param("decrement_tol", decrement_tol, float, low=0.0)
     C = float(C)
 
     if check_input:

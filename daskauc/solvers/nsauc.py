@@ -54,7 +54,7 @@ import numpy as np
 
 from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
-from .._params import seed_sequence
+from .._params import POSITIVE, Interval, seed_sequence
 from .._registry import solver
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import chain_frame, merge_moving, merge_running_average
@@ -309,7 +309,10 @@ def search_eta0(D: np.ndarray, lam: float, *, factor: float = 2.0, max_steps: in
     return lo_eta
 
 
-@solver(kind="stochastic", states=(PairwiseSGDState,), tags=("linear", "pairwise"))
+@solver(kind="stochastic", states=(PairwiseSGDState,), tags=("linear", "pairwise"), params={
+    "lam": POSITIVE, "average": bool, "rskip": Interval(int, 1), "askip": Interval(int, 1),
+    "average_start": Interval(int, 0), "t0": [POSITIVE, None], "eta0_pairs": Interval(int, 2),
+    "shuffle": bool})
 def pairwise_hinge_sgd(
     X: da.Array,
     y: da.Array,
@@ -370,8 +373,6 @@ def pairwise_hinge_sgd(
     Khalid, Ray & Chitsaz, "Scalable Nonlinear AUC Maximization Methods", Alg. 3.
     Bordes, Bottou & Gallinari, "SGD-QN", JMLR 2009 (SVMSGD2).
     """
-    if lam <= 0:
-        raise ValueError(f"lam must be > 0; got {lam}")
     counts = block_class_counts(y)
     r = int(X.shape[1])
     if state is None:

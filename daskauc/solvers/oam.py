@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
+from .._params import POSITIVE, Options
 from .._registry import solver
 from .._validation import as_row_chunked
 from ..engine.chain_plan import resolve_chains
@@ -142,7 +143,9 @@ def as_stream_input(X, y, chunk_rows: int | None):
     return X, y
 
 
-@solver(kind="stochastic", states=(OAMState,), tags=("linear", "pairwise"))
+@solver(kind="stochastic", states=(OAMState,), tags=("linear", "pairwise"), params={
+    "C": POSITIVE, "update": Options(*UPDATES), "eta": POSITIVE, "average": bool,
+    "shuffle": bool})
 def oam(
     X,
     y,
@@ -214,8 +217,6 @@ def oam(
     Vitter, "Random sampling with a reservoir", ACM TOMS 1985.
     Khalid, Ray & Chitsaz, "Scalable Nonlinear AUC Maximization Methods" (NOAM, K = 100).
     """
-    if update not in UPDATES:
-        raise ValueError(f"update must be one of {list(UPDATES)}; got {update!r}")
     X, y = as_stream_input(X, y, chunk_rows)
     d = int(X.shape[1])
     if state is None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._params import check_param
+from .._params import NON_NEGATIVE, POSITIVE, Interval
 from .._registry import solver
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import add_increments, mix_iterates
@@ -90,7 +90,8 @@ def merge_chains(start: OPAUCState, finals: list[OPAUCState], seed) -> OPAUCStat
                    G_neg=total("G_neg"), counts=total("counts"), steps=total("steps"))
 
 
-@solver(kind="stochastic", states=(OPAUCState,), tags=("linear", "least-squares loss"))
+@solver(kind="stochastic", states=(OPAUCState,), tags=("linear", "least-squares loss"),
+        params={"lam": NON_NEGATIVE, "eta": POSITIVE, "n_epochs": Interval(int, 0)})
 def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
           shuffle: bool = True, random_state=None, stats: ClassStats | None = None,
           state: OPAUCState | None = None, n_chains: int | str = 1,
@@ -135,9 +136,6 @@ def opauc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, n_epochs: int = 1,
     Zinkevich, Weimer, Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010
     (parameter mixing of parallel chains).
     """
-    check_param("lam", lam, float, low=0.0)
-    check_param("eta", eta, float, low=0.0, include_low=False)
-    check_param("n_epochs", n_epochs, int, low=0)
     Xd, yd = _as_xy(X, y)
     if state is None:
         r = Xd.shape[1]

@@ -44,7 +44,7 @@ from dask.highlevelgraph import HighLevelGraph
 from .. import _compute
 from .._compute import compute, distributed_client, share
 from .._labels import check_X_y
-from .._params import check_param
+from .._params import POSITIVE, checks
 from ..engine.placement import RowChunks
 from ._graphs import fresh_token, threads_limit, tree_sum
 from ._pairwise_kernels import (
@@ -472,7 +472,6 @@ class PairwiseOperator:
 
 
 def _operator_for(X, y, C: float) -> PairwiseOperator:
-    check_param("C", C, float, low=0.0, include_low=False)
     Xd, yd, _ = check_X_y(X, y)
     return PairwiseOperator(Xd, np.asarray(compute(yd)[0]), float(C), precondition=False)
 
@@ -488,6 +487,7 @@ def as_vector(v, r: int, name: str) -> np.ndarray:
     return v
 
 
+@checks({"C": POSITIVE})
 def objective_gradient(X, y, w, *, C: float = 1.0) -> tuple[float, np.ndarray]:
     """``F(w)`` and ``grad F(w) = w + 2C X^T g`` through the solver's own graph (one compute).
 
@@ -501,6 +501,7 @@ def objective_gradient(X, y, w, *, C: float = 1.0) -> tuple[float, np.ndarray]:
     return 0.5 * float(w @ w) + op.C * coef.loss, w + 2.0 * op.C * sums[0]
 
 
+@checks({"C": POSITIVE})
 def hessian_product(X, y, w, v, *, C: float = 1.0) -> np.ndarray:
     """Generalized Hessian at ``w`` times ``v``: ``v + 2C X^T L X v`` (the solver's graphs).
 

@@ -66,7 +66,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._params import check_param
+from .._params import NON_NEGATIVE, POSITIVE, Interval, Options
 from .._registry import solver
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
@@ -166,7 +166,9 @@ def _clock(state: SOLAMState) -> float:
     return float(state.t if state.clock is None else state.clock)
 
 
-@solver(kind="stochastic", states=(SOLAMState,), tags=("linear", "least-squares loss"))
+@solver(kind="stochastic", states=(SOLAMState,), tags=("linear", "least-squares loss"), params={
+    "zeta": POSITIVE, "R": POSITIVE, "penalty": Options(*PENALTIES), "lam": NON_NEGATIVE,
+    "variant": Options(*VARIANTS), "kappa": [POSITIVE, None], "n_epochs": Interval(int, 0)})
 def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "projection",
           lam: float = 0.0, variant: str = "paper", kappa: float | None = None,
           n_epochs: int = 15, shuffle: bool = True, random_state=None,
@@ -223,14 +225,6 @@ def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "project
     maximization with deep neural networks", ICML 2020 (CoDA: primal and dual variables of
     parallel chains averaged).
     """
-    check_param("zeta", zeta, float, low=0.0, include_low=False)
-    check_param("R", R, float, low=0.0, include_low=False)
-    check_param("penalty", penalty, str, choices=PENALTIES)
-    check_param("lam", lam, float, low=0.0)
-    check_param("variant", variant, str, choices=VARIANTS)
-    if kappa is not None:
-        check_param("kappa", kappa, float, low=0.0, include_low=False)
-    check_param("n_epochs", n_epochs, int, low=0)
     Xd, yd = _as_xy(X, y)
     if state is None:
         state = initial_state(Xd.shape[1], R=float(R), variant=variant, penalty=penalty,

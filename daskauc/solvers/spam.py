@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._params import check_param
+from .._params import NON_NEGATIVE, POSITIVE, Interval, Options
 from .._registry import solver
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
@@ -104,7 +104,9 @@ def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
     return merge_by_steps(start, finals, counter="t", average="wbar")
 
 
-@solver(kind="stochastic", states=(SPAMState,), tags=("linear", "least-squares loss"))
+@solver(kind="stochastic", states=(SPAMState,), tags=("linear", "least-squares loss"), params={
+    "lam": NON_NEGATIVE, "l1": NON_NEGATIVE, "eta": POSITIVE, "schedule": Options(*SCHEDULES),
+    "average": bool, "n_epochs": Interval(int, 0)})
 def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
          schedule: str = "invsqrt", average: bool = True, n_epochs: int = 5,
          shuffle: bool = True, random_state=None, means: ClassMeans | None = None,
@@ -160,12 +162,6 @@ def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
     Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
     Ying, Wen & Lyu, "Stochastic online AUC maximization", NIPS 2016.
     """
-    check_param("lam", lam, float, low=0.0)
-    check_param("l1", l1, float, low=0.0)
-    check_param("eta", eta, float, low=0.0, include_low=False)
-    check_param("schedule", schedule, str, choices=SCHEDULES)
-    check_param("average", average, bool)
-    check_param("n_epochs", n_epochs, int, low=0)
     Xd, yd = _as_xy(X, y)
     fresh = state is None
     if fresh:

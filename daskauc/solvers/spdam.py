@@ -65,7 +65,7 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
-from .._params import check_param
+from .._params import POSITIVE, Interval
 from .._registry import solver
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import add_increments, mix_iterates
@@ -152,7 +152,9 @@ def merge_chains(start: SPDAMState, finals: list[SPDAMState], seed) -> SPDAMStat
                    iters=start.iters + sum(steps))
 
 
-@solver(kind="stochastic", states=(SPDAMState, ClassMeans), tags=("linear", "least-squares loss"))
+@solver(kind="stochastic", states=(SPDAMState, ClassMeans), tags=("linear", "least-squares loss"),
+        params={"lam": POSITIVE, "batch_size": Interval(int, 1), "n_epochs": Interval(int, 0),
+                "R": [POSITIVE, None]})
 def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
           shuffle: bool = True, random_state=None, R: float | None = None,
           means: ClassMeans | None = None, stats: ClassStats | None = None,
@@ -205,11 +207,6 @@ def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
     Ma, Smith, Jaggi, Jordan, Richtarik & Takac, "Adding vs. averaging in distributed
     primal-dual optimization", ICML 2015 (dual blocks of parallel chains added).
     """
-    check_param("lam", lam, float, low=0.0, include_low=False)
-    check_param("batch_size", batch_size, int, low=1)
-    check_param("n_epochs", n_epochs, int, low=0)
-    if R is not None:
-        check_param("R", R, float, low=0.0, include_low=False)
     Xd, yd = _as_xy(X, y)
     chunks = tuple(int(c) for c in Xd.chunks[0])
     if state is None:

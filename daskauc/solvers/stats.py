@@ -38,7 +38,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
 from .._labels import check_X_y
-from .._params import check_param
+from .._params import NON_NEGATIVE, Options, checks
 from .._registry import solver
 from ._graphs import tree_sum
 from ._result import SolverResult
@@ -393,6 +393,7 @@ def class_means(X, y) -> ClassMeans:
     return out
 
 
+@checks({"precision": Options(*PRECISIONS)})
 def class_statistics(X, y, *, precision: str = "auto") -> ClassStats:
     """Per-class counts, means and scatter matrices in one distributed pass.
 
@@ -428,7 +429,6 @@ def class_statistics(X, y, *, precision: str = "auto") -> ClassStats:
     Chan, Golub & LeVeque, "Updating formulae and a pairwise algorithm for computing sample
     variances", 1979.
     """
-    check_param("precision", precision, str, choices=PRECISIONS)
     Xd, yd = _as_xy(X, y)
     prec = "float64" if precision == "auto" else precision
     out = _compute_small(
@@ -478,9 +478,9 @@ def ls_system(stats: ClassStats, lam: float) -> tuple[np.ndarray, np.ndarray]:
     return A, stats.D
 
 
+@checks({"lam": NON_NEGATIVE})
 def lsauc_from_stats(stats: ClassStats, lam: float) -> np.ndarray:
     """The exact minimizer ``w* = (S+ + S- + D D^T + (lam/2) I)^{-1} D`` (Cholesky solve)."""
-    check_param("lam", lam, float, low=0.0)
     A, D = ls_system(stats, lam)
     try:
         return scipy.linalg.solve(A, D, assume_a="pos", check_finite=False)
@@ -491,7 +491,8 @@ def lsauc_from_stats(stats: ClassStats, lam: float) -> np.ndarray:
         ) from exc
 
 
-@solver(kind="least-squares", states=(ClassStats,), tags=("linear", "least-squares loss"))
+@solver(kind="least-squares", states=(ClassStats,), tags=("linear", "least-squares loss"),
+        params={"lam": NON_NEGATIVE})
 def lsauc(X, y, *, lam: float, precision: str = "auto",
           stats: ClassStats | None = None) -> SolverResult:
     """Exact least-squares AUC: one distributed pass and one r x r solve.
@@ -528,7 +529,6 @@ def lsauc(X, y, *, lam: float, precision: str = "auto",
     Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
     Gao, Jin, Zhu & Zhou, "One-pass AUC optimization", ICML 2013.
     """
-    check_param("lam", lam, float, low=0.0)
     t0 = time.perf_counter()
     if stats is None:
         stats = class_statistics(X, y, precision=precision)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 import dask.array as da
 import numpy as np
 
-from .._params import check_param
+from .._params import NON_NEGATIVE, POSITIVE, Interval, Options
 from .._registry import solver
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
@@ -119,7 +119,9 @@ def twopass_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray, means: ClassMe
     return (2.0 * weight * (Z @ w))[:, None] * Z + 2.0 * (w @ D - 1.0) * D + lam * w
 
 
-@solver(kind="stochastic", states=(TwoPassState, ClassMeans), tags=("linear", "least-squares loss"))
+@solver(kind="stochastic", states=(TwoPassState, ClassMeans), tags=("linear", "least-squares loss"),
+        params={"lam": NON_NEGATIVE, "eta": POSITIVE, "schedule": Options(*SCHEDULES),
+                "n_epochs": Interval(int, 0)})
 def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str = "constant",
                 n_epochs: int = 5, shuffle: bool = True, random_state=None,
                 means: ClassMeans | None = None, stats: ClassStats | None = None,
@@ -178,10 +180,6 @@ def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str 
     Zinkevich, Weimer, Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010
     (parameter mixing of parallel chains).
     """
-    check_param("lam", lam, float, low=0.0)
-    check_param("eta", eta, float, low=0.0, include_low=False)
-    check_param("schedule", schedule, str, choices=SCHEDULES)
-    check_param("n_epochs", n_epochs, int, low=0)
     Xd, yd = _as_xy(X, y)
     fresh = state is None
     if fresh:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._params import NON_NEGATIVE, POSITIVE, Options
 from .._registry import solver
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
@@ -124,7 +125,9 @@ def merge_chains(start: UnivariateState, finals: list[UnivariateState],
                    clock=clock, velocity=velocity)
 
 
-@solver(kind="stochastic", states=(UnivariateState,), tags=("linear", "univariate"))
+@solver(kind="stochastic", states=(UnivariateState,), tags=("linear", "univariate"), params={
+    "loss": Options(*LOSSES), "lam": NON_NEGATIVE, "eta0": POSITIVE,
+    "schedule": Options(*SCHEDULES), "average": bool, "shuffle": bool})
 def univariate_sgd(
     X,
     y,
@@ -191,10 +194,6 @@ def univariate_sgd(
     Zinkevich, Weimer, Smola & Li, "Parallelized stochastic gradient descent", NIPS 2010
     (parameter mixing of parallel chains).
     """
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {sorted(LOSSES)}; got {loss!r}")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {list(SCHEDULES)}; got {schedule!r}")
     X, y = as_stream_input(X, y, chunk_rows)
     d = int(X.shape[1])
     if state is None:
