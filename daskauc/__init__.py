@@ -5,8 +5,11 @@ from ._validation import default_chunks
 from ._version import __version__
 from .data import (
     Dataset,
+    DenseTextOptions,
+    LibsvmOptions,
     MinMaxScaler,
     StandardScaler,
+    TableOptions,
     ingest,
     ingest_array,
     normalize_rows,
@@ -32,6 +35,7 @@ from .scoring import write_scores
 __all__ = [
     "__version__",
     "Dataset", "MinMaxScaler", "StandardScaler", "ingest", "ingest_array", "normalize_rows",
+    "TableOptions", "LibsvmOptions", "DenseTextOptions",
     "open_dataset", "split_store", "train_test_split", "write_dataset",
     "KMeansNystroem", "MiniBatchKMeans", "RandomFourierFeatures", "load_embedding_map",
     "PairwiseHingeSGD", "RankSVM", "cv_select_C", "cross_validate_auc", "OAM", "UnivariateAUC",

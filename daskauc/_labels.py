@@ -11,6 +11,7 @@ import dask.array as da
 import numpy as np
 
 from ._compute import compute
+from ._readers import open_path
 from ._validation import as_row_chunked, frame_values, is_dask_frame, is_store_path
 
 
@@ -118,9 +119,7 @@ def as_labels(y: Any, *, pos_label=None, positive_classes=None, name: str = "y")
     column vector (n, 1) is raveled with a ``DataConversionWarning``, as scikit-learn does.
     """
     if is_store_path(y):
-        from ._dataset import open_dataset
-
-        y = open_dataset(y).y
+        y = open_path(y, what=name).y
     if is_dask_frame(y):
         y = frame_values(y)
     if isinstance(y, da.Array):
@@ -179,9 +178,7 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
     """
     stored_classes = None
     if is_store_path(X) and y is None:
-        from ._dataset import open_dataset
-
-        ds = open_dataset(X)
+        ds = open_path(X)
         X, y = ds.X, ds.y
         stored_classes = store_classes(ds.attrs)
     Xd = as_row_chunked(X, dtype=dtype, chunk_rows=chunk_rows)

@@ -244,28 +244,15 @@ def _joined(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"
 
 
-def _legacy(kind, low=None, high=None, include_low=True, choices=None):
-    """The constraint of the keyword form ``check_param(name, value, kind, low=..., ...)``
-    (kept for callers that still write it): ``low`` inclusive by ``include_low``, ``high``
-    inclusive, ``choices`` whatever ``kind``."""
-    if choices is not None:
-        return Options(*choices)
-    kind = {Real: float, Integral: int}.get(kind, kind)
-    if kind in (int, float):
-        return Interval(kind, low, high, closed="both" if include_low else "right")
-    return InstanceOf(kind)
-
-
-def check_param(name: str, value, constraint, **legacy):
+def check_param(name: str, value, constraint):
     """Check one parameter against a constraint (:func:`as_constraints`); return the value.
 
     With one constraint the message is its own (``"C must be > 0.0; got -1"``); with a
     union it names every alternative, the ones of the value's type first, by the bound the
     value breaks: ``"lam must be > 0.0 or 'auto'; got -1"``. ValueError when the value has
     the type of an alternative (or every alternative is a choice among literals), else
-    TypeError. The keywords ``low``, ``high``, ``include_low`` and ``choices`` with a type
-    for ``constraint`` are the older form of the same (see :func:`_legacy`)."""
-    alternatives = as_constraints(_legacy(constraint, **legacy) if legacy else constraint)
+    TypeError."""
+    alternatives = as_constraints(constraint)
     if any(c.accepts(value) for c in alternatives):
         return value
     if len(alternatives) == 1:

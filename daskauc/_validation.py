@@ -26,6 +26,7 @@ import numpy as np
 from . import _config
 from ._compute import compute
 from ._dataset import is_zarr_array
+from ._readers import open_path, opened_attrs
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -202,9 +203,7 @@ def as_row_chunked(
     """
     reject_sparse(X, name)
     if is_store_path(X):
-        from ._dataset import open_dataset
-
-        X = open_dataset(X).X
+        X = open_path(X, what=name).X
     elif is_zarr_array(X):
         X = da.from_zarr(X)
     elif is_dask_frame(X):
@@ -371,6 +370,9 @@ def store_of(X: Any) -> tuple[str | None, dict | None]:
     if is_store_path(X):
         from ._store import open_store, resolve_path
 
+        attrs = opened_attrs(X)
+        if attrs is not None:
+            return resolve_path(X), dict(attrs)
         try:
             return resolve_path(X), dict(open_store(X, verify=False).attrs)
         except (FileNotFoundError, ValueError):

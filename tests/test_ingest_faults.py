@@ -17,9 +17,10 @@ import os
 import numpy as np
 import pytest
 
+from daskauc._params import seed_sequence
 from daskauc.data.ingest import ingest
 
-ingest_mod = importlib.import_module("daskauc.data.ingest")
+text_mod = importlib.import_module("daskauc.data.text")
 parse_mod = importlib.import_module("daskauc.data.parse")
 sources_mod = importlib.import_module("daskauc.data.sources")
 writers_mod = importlib.import_module("daskauc.data.writers")
@@ -95,14 +96,14 @@ def test_damage_found_by_the_spill_pass_of_a_shuffle(tmp_path, monkeypatch):
     src = tmp_path / "data.libsvm.xz"
     good = lzma.compress(_libsvm_text())
     src.write_bytes(good)
-    real_scan = ingest_mod._scan
+    real_scan = text_mod._scan
 
     def scan_then_damage(*args, **kwargs):
         out = real_scan(*args, **kwargs)
         src.write_bytes(good[: len(good) // 2])
         return out
 
-    monkeypatch.setattr(ingest_mod, "_scan", scan_then_damage)
+    monkeypatch.setattr(text_mod, "_scan", scan_then_damage)
     with pytest.raises(ValueError, match=r"truncated or corrupt \(xz: unexpected end of stream"):
         ingest(src, tmp_path / "s.zarr", shuffle=True, chunk_rows=300)
     assert _left_behind(tmp_path) == [src.name]
@@ -569,7 +570,7 @@ def test_the_shuffle_keeps_its_permutation_on_disk_and_its_order(tmp_path, monke
         finally:
             tracemalloc.stop()
     assert peaks[400_000] - peaks[200_000] < 4 * 200_000, peaks  # < 4 bytes a row
-    perm = np.random.default_rng(ingest_mod.seed_sequence(11)).permutation(n)
+    perm = np.random.default_rng(seed_sequence(11)).permutation(n)
     X, y = ds.X.compute()[:, 0], ds.y.compute()
     expected = np.empty(n)
     expected[perm] = np.arange(n)  # row i goes to position perm[i]

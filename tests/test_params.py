@@ -195,28 +195,6 @@ def test_union_messages_name_every_alternative():
     assert _outcome("s", 3, [Options("a"), None])[0] is ValueError
 
 
-def test_the_keyword_form_is_the_same_check():
-    """``check_param(name, value, kind, low=..., ...)``, which data/ and scoring/ still
-    write, is the constraint it names."""
-    for v in VALUES:
-        assert _outcome("p", v, int) == _outcome("p", v, Interval(int))
-        assert _outcome("p", v, Interval(int, 1)) == _outcome_kw("p", v, int, low=1)
-        assert _outcome("p", v, POSITIVE) == _outcome_kw("p", v, float, low=0.0,
-                                                        include_low=False)
-        assert _outcome("p", v, Interval(float, 0.0, 1.0, closed="right")) == _outcome_kw(
-            "p", v, float, low=0.0, include_low=False, high=1.0)
-        assert _outcome("p", v, Options("a", "b")) == _outcome_kw("p", v, str,
-                                                                 choices=("a", "b"))
-
-
-def _outcome_kw(name, value, kind, **kw):
-    try:
-        check_param(name, value, kind, **kw)
-    except (TypeError, ValueError) as exc:
-        return type(exc), str(exc)
-    return None, ""
-
-
 # ------------------------------------------------------------------ tables and the context
 
 

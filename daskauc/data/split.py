@@ -21,6 +21,7 @@ from dask.highlevelgraph import HighLevelGraph
 from .._compute import compute
 from .._dataset import open_dataset
 from .._params import seed_sequence
+from .._readers import open_path
 from .._store import resolve_path, store_exists
 from .._validation import as_row_chunked, is_store_path
 from .ingest import write_dataset
@@ -130,7 +131,7 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
     if is_store_path(X):
         if y is not None:
             raise ValueError("pass either a store path as X (and no y) or arrays X and y")
-        ds = open_dataset(X)
+        ds = open_path(X)
         X, y = ds.X, ds.y
     if y is None:
         raise ValueError("y is required unless X is a dataset store path")

@@ -28,6 +28,7 @@ from .._compute import compute, share
 from .._dataset import Dataset, open_dataset
 from .._labels import as_labels
 from .._params import Interval, check_param
+from .._readers import open_path
 from .._store import open_store
 from .._store_write import create_array, writing_store
 from .._validation import as_row_chunked, check_n_features, is_store_path
@@ -55,7 +56,7 @@ def write_embedding(est, map_block, source, store, *, y=None, scaler=None,
     if is_store_path(source):
         if y is not None:
             raise ValueError("y must not be given when source is a dataset store path")
-        ds = open_dataset(source)
+        ds = open_path(source, what="source")
         X, yy = ds.X, ds.y
         source_attrs, source_path = ds.attrs, os.fspath(source)
     else:

@@ -13,12 +13,15 @@ A daskauc classifier ranks rows by a raw score ``s`` (``X @ coef_`` for the line
 
 from __future__ import annotations
 
+import functools
+
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._readers import reading_once
 from .._validation import check_predict_X, is_lazy_input, is_store_path
 from ..solvers._linear import linear_scores
 from ._calibration import (
@@ -32,6 +35,16 @@ from ._calibration import (
 from ._checkpoint import check_resumed_data
 
 
+def _reading_once(method):
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with reading_once():
+            return method(self, *args, **kwargs)
+
+    call._reads_once = True
+    return call
+
+
 class AUCScoreMixin:
     """``decision_function``, ``predict``, ``predict_proba``, ``score`` (the exact AUC) and
     the tags of a binary model that ranks rows; needs ``classes_``.
@@ -40,6 +53,15 @@ class AUCScoreMixin:
     end of ``fit``; a model whose calibration lives elsewhere (the presets) overrides
     ``decision_function`` and ``calibration_slope_`` instead.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass's own ``fit`` and ``partial_fit`` open a store path once
+        (:func:`daskauc._readers.reading_once`): the scope of one public call."""
+        super().__init_subclass__(**kwargs)
+        for name in ("fit", "partial_fit"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_reads_once", False):
+                setattr(cls, name, _reading_once(method))
 
     def _raw_scores(self, X):  # pragma: no cover - abstract
         raise NotImplementedError

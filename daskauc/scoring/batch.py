@@ -28,7 +28,8 @@ import numpy as np
 
 from .. import _config
 from .._compute import compute, share
-from .._params import check_param
+from .._params import Interval, Options, check_param
+from .._readers import StoreInput
 from .._store import is_url, resolve_path, store_exists, stored_kind
 from .._store_write import check_output, create_array, writing_store
 from .._validation import check_input_map
@@ -37,7 +38,7 @@ from ..embed.embedding_store import map_sha256
 from ..embed.nystroem import KMeansNystroem, load_embedding_map
 from ..estimators._calibration import proba_block
 from ..io import load_model
-from .inputs import StoreInput, carried_options, is_path, open_input
+from .inputs import carried_options, is_path, open_input, tasks
 from .outputs import (
     COLUMNS,
     KIND,
@@ -143,10 +144,10 @@ def plan_scores(model, source, output, *, id_column: str | None = None, map=None
     plan whose :meth:`ScoringPlan.run` scores and writes."""
     check_param("overwrite", overwrite, bool)
     if chunk_rows is not None:
-        check_param("chunk_rows", chunk_rows, int, low=1)
+        check_param("chunk_rows", chunk_rows, Interval(int, 1))
     if id_column is not None:
         check_param("id_column", id_column, str)
-    check_param("handle_unknown", handle_unknown, str, choices=("error", "ignore"))
+    check_param("handle_unknown", handle_unknown, Options("error", "ignore"))
     if isinstance(output, bytes):  # a local name that is not UTF-8, as the OS gives it
         output = os.fsdecode(output)
     fmt = output_format(output)
@@ -244,13 +245,13 @@ class ScoringPlan:
 
         scorer = share(self.scorer, min_bytes=0)  # the model and map: to the workers once
         token = uuid.uuid4().hex[:12]
-        tasks = self.input.tasks(scorer, sink, token)
+        chunk_tasks = tasks(self.input, scorer, sink, token)
         try:
-            if dask.base.get_scheduler(collections=tasks) is dask.threaded.get:
+            if dask.base.get_scheduler(collections=chunk_tasks) is dask.threaded.get:
                 with _config.blas_limit(1):  # one BLAS thread per task thread
-                    counts = compute(*tasks)
+                    counts = compute(*chunk_tasks)
             else:
-                counts = compute(*tasks)
+                counts = compute(*chunk_tasks)
         except BaseException:
             gate.close_and_wait()  # the local schedulers raise while other tasks still write
             raise
