@@ -172,8 +172,10 @@ def _fold_path(Phi_tr, y_tr, Phi_va, y_va, *, loss, lams, solver_params,
             # saves and restores the process-wide filters, so two threads interleaving left
             # an "ignore ConvergenceWarning" filter behind, silencing the caller's warnings
             # after the fit (prsvm_newton itself does not warn)
+            # y_tr is {-1, +1} numpy, checked once per fit: no check (and no compute of
+            # the labels back to the client) per solve of the path
             res = prsvm_newton(Phi_tr, y_tr, C=1.0 / (lam * n_pairs), w0=w,
-                               pair_moments=moments, **solver_params)
+                               pair_moments=moments, check_input=False, **solver_params)
             w, n_iter = res.coef, res.n_iter
         auc = float(roc_auc(y_va, Phi_va @ w.astype(np.float32)))
         out.append({"lam": float(lam), "auc": auc, "n_iter": int(n_iter),
