@@ -213,3 +213,27 @@ def validation_set(X_val, y_val, n_features: int):
         raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {n_features}")
     yv, _ = as_labels(y_val, name="y_val")
     return Xv, np.asarray(compute(yv)[0] if isinstance(yv, da.Array) else yv)
+
+
+def pm1_known(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Labels ``block`` as int8 {-1, +1} by the two ``classes`` a model learned (the second
+    positive); a label that is neither is an error naming it (a stream's later batch)."""
+    block = np.asarray(block).ravel()
+    known = np.isin(block, classes)
+    if not known.all():
+        bad = np.unique(block[~known])[:5].tolist()
+        raise ValueError(
+            f"y contains labels {bad} that are not among the classes {classes.tolist()} "
+            "given to (or learned by) the first fit / partial_fit call"
+        )
+    return np.where(block == classes[1], 1, -1).astype(np.int8)
+
+
+def classes_arg(classes) -> np.ndarray:
+    """``classes=`` of a first ``partial_fit``: exactly the two label values, sorted."""
+    classes = np.unique(np.asarray(classes))
+    if classes.size != 2:
+        raise ValueError(
+            f"classes must list exactly the two label values; got {classes.tolist()}"
+        )
+    return classes

@@ -20,6 +20,7 @@ FLOORS = [
                 "_dataset", "_labels", "_params", "_readers"}),
     ("engine", {"engine", "metrics"}),
     ("rooms", {"data", "embed", "solvers"}),
+    ("composite models", {"composite"}),
     ("model selection and model files", {"model_selection", "io"}),
     ("estimators", {"estimators", "plot"}),
     ("uses of models", {"scoring"}),

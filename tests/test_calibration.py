@@ -25,8 +25,8 @@ from daskauc import (
     load_model,
     save_model,
 )
-from daskauc.estimators import _calibration
-from daskauc.estimators._calibration import (
+from daskauc.composite import calibration as _calibration
+from daskauc.composite.calibration import (
     calibration_blocks,
     calibration_data,
     platt_scaling,

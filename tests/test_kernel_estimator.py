@@ -303,7 +303,7 @@ def test_bad_parameters_are_named(params, match):
 
 
 def test_warm_start_along_m_carries_the_model_over(monkeypatch):
-    import daskauc.model_selection.kernel_model as kn  # the module that calls the solver
+    import daskauc.composite.kernel_model as kn  # the module that calls the solver
 
     starts = []
     real = kn.kernel_pairwise_newton

@@ -1,7 +1,7 @@
 """Shared behaviour of daskauc's classifiers: calibrated scores, predict, predict_proba.
 
 A daskauc classifier ranks rows by a raw score ``s`` (``X @ coef_`` for the linear models).
-``fit`` ends with a Platt calibration of ``s`` (:mod:`._calibration`), kept as
+``fit`` ends with a Platt calibration of ``s`` (:mod:`daskauc.composite.calibration`), kept as
 ``calibration_slope_ = a > 0`` and ``intercept_ = b / a``; then
 
 * ``decision_function(X) = s + intercept_`` (float64; the same ranking, so the same AUC),
@@ -23,15 +23,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._readers import reading_once
 from .._validation import check_predict_X, is_lazy_input, is_store_path
-from ..solvers._linear import linear_scores
-from ._calibration import (
-    calibration_data,
-    class_weights,
-    platt_scaling,
+from ..composite.calibration import (
+    calibrate,
     predict_block,
     proba_block,
     shift_block,
 )
+from ..solvers._linear import linear_scores
 from ._checkpoint import check_resumed_data
 
 
@@ -146,18 +144,9 @@ class AUCScoreMixin:
 
     def _calibrate(self, X: da.Array, y: da.Array, score, *, all_rows: bool,
                    batch: bool = False) -> None:
-        """Platt-calibrate ``score(rows)`` (lazy raw scores) on rows of ``X`` / ``y`` (both
-        row-chunked dask, y in {-1, +1}): every row with ``all_rows``, else a bounded sample
-        of chunks. A ``partial_fit`` batch (``batch``) holding one class keeps an earlier
-        calibration (it says nothing about where the classes part)."""
-        s, yy = calibration_data(X, y, score, all_rows=all_rows)
-        one_class = bool(np.all(yy > 0) or np.all(yy < 0))
-        if batch and one_class and hasattr(self, "calibration_slope_"):
-            return
-        fit = platt_scaling(s, yy, weights=class_weights(
-            getattr(self, "class_weight", None), self.classes_, yy))
-        self.calibration_slope_ = float(fit.slope)
-        self.intercept_ = float(fit.offset / fit.slope)
+        """Platt-calibrate this model on ``score(rows)``
+        (:func:`daskauc.composite.calibration.calibrate`)."""
+        calibrate(self, X, y, score, all_rows=all_rows, batch=batch)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -171,10 +160,11 @@ class LinearAUCModel(AUCScoreMixin, ClassifierMixin, BaseEstimator):
     """Base of linear models whose raw scores ``X @ coef_`` are ranked by AUC.
 
     ``coef_`` is the solver's solution as it is (no intercept: AUC does not depend on one).
-    ``fit`` then calibrates the scores (Platt scaling, :mod:`._calibration`): ``intercept_``
-    and ``calibration_slope_`` make ``decision_function(X) = X @ coef_ + intercept_``
-    positive where the positive class is the more probable, ``predict_proba`` the calibrated
-    probabilities and ``predict`` the more probable class. ``score`` returns the AUC.
+    ``fit`` then calibrates the scores (Platt scaling,
+    :mod:`daskauc.composite.calibration`): ``intercept_`` and ``calibration_slope_`` make
+    ``decision_function(X) = X @ coef_ + intercept_`` positive where the positive class is
+    the more probable, ``predict_proba`` the calibrated probabilities and ``predict`` the
+    more probable class. ``score`` returns the AUC.
     """
 
     #: run the solver on rows centred at their mean when it dominates their spread

@@ -27,8 +27,8 @@ import numpy as np
 from .. import _config
 from .._compute import compute, persist
 from .._validation import check_finite, check_finite_block, without_finite_check
+from ..composite.calibration import calibration_blocks
 from ..engine.chain_plan import is_materialized
-from ._calibration import calibration_blocks
 
 
 def dominant_mean(Xd: da.Array, *, all_rows: bool) -> np.ndarray:

@@ -14,7 +14,7 @@ LSAUC's least-squares loss, in one of two routes that give the same model:
 ``gamma="auto"`` and ``lam="auto"`` choose both by validation AUC on a stratified subsample
 (:mod:`daskauc.model_selection.gamma_lam`). The estimator validates, asks for the choice,
 draws the centres and calls the route's solver functions
-(:mod:`daskauc.model_selection.kernel_model`, shared with the width walk), then copies the
+(:mod:`daskauc.composite.kernel_model`, shared with the width walk), then copies the
 result into its fitted attributes.
 """
 
@@ -48,18 +48,18 @@ from .._params import (
 )
 from .._registry import model_class
 from .._validation import as_row_chunked, check_predict_X, is_lazy_input, set_features_in
-from ..model_selection.gamma_lam import SELECTION_CENTRES, SELECTION_ROWS, choose_gamma_lam
-from ..model_selection.kernel_model import (
+from ..composite.calibration import check_class_weight
+from ..composite.kernel_model import (
     KernelFunction,
     KernelSettings,
     choose_route,
     fit_kernel_model,
 )
+from ..model_selection.gamma_lam import SELECTION_CENTRES, SELECTION_ROWS, choose_gamma_lam
 from ..model_selection.width_walk import WIDTH_CENTRES, WIDTH_ROWS
 from ..solvers.kernel_basis import factor_placement, kernel_scores
 from ..solvers.kernel_newton import WEIGHTINGS, kernel_pairwise_newton
 from ._base import AUCScoreMixin
-from ._calibration import calibration_data, check_class_weight, platt_scaling
 from ._checkpoint import check_resumed_data, open_checkpoint
 
 logger = logging.getLogger("daskauc")
@@ -333,7 +333,7 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
                     gamma_grid=self.gamma_grid, lam_grid=self.lam_grid, cv=int(self.cv),
                     rows=int(self.selection_rows), max_centres=int(self.selection_centres),
                     width_rows=int(self.width_rows), width_centres=int(self.width_centres),
-                    solver=self.solver, settings=settings, intercept=_intercept,
+                    solver=self.solver, settings=settings,
                     random_state=ss)
         timings["selection"] = time.perf_counter() - tic
 
@@ -480,10 +480,3 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         return kernel_scores(Xs, self.centres_, self.gamma_, self.dual_coef_,
                              dtype=np.dtype(self.dtype))
 
-
-def _intercept(X, y, score) -> float:
-    """The ``intercept_`` of a model with raw scores ``score(rows)`` fitted on rows ``X`` (dask),
-    as :meth:`AUCScoreMixin._calibrate` sets it (on a sample of chunks): the width walk scores
-    each width by the AUC of the decision function that model would have."""
-    fit = platt_scaling(*calibration_data(X, y, score, all_rows=False))
-    return float(fit.offset / fit.slope)

@@ -24,6 +24,7 @@ from .._labels import check_X_y
 from .._params import Interval, Options, check_params, params_checked, params_of
 from .._registry import model_class
 from .._validation import check_n_features, set_features_in
+from ..composite.calibration import check_class_weight
 from ..solvers._result import SolverResult
 from ..solvers.opauc import opauc
 from ..solvers.solam import solam
@@ -32,7 +33,6 @@ from ..solvers.spdam import spdam
 from ..solvers.stats import class_means, class_statistics, lsauc
 from ..solvers.twopass import twopass_auc
 from ._base import LinearAUCModel
-from ._calibration import check_class_weight
 from ._centring import auto_step, mean_sq_norm
 from ._checkpoint import open_checkpoint
 

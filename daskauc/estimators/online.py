@@ -10,38 +10,17 @@ import dask.array as da
 import numpy as np
 
 from .._docs import CHAIN_FRAME, fill_doc
-from .._labels import check_X_y
+from .._labels import check_X_y, classes_arg, pm1_known
 from .._params import Interval, Options, check_params, params_checked, params_of, seed_sequence
 from .._registry import model_class
 from .._validation import as_row_chunked, check_n_features, set_features_in
+from ..composite.calibration import check_class_weight
 from ..solvers._result import SolverResult
 from ..solvers.oam import oam
 from ..solvers.univariate import univariate_sgd
 from ._base import LinearAUCModel
-from ._calibration import check_class_weight
 from ._centring import auto_step, mean_sq_norm
 from ._checkpoint import open_checkpoint
-
-
-def _pm1_known(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    block = np.asarray(block).ravel()
-    known = np.isin(block, classes)
-    if not known.all():
-        bad = np.unique(block[~known])[:5].tolist()
-        raise ValueError(
-            f"y contains labels {bad} that are not among the classes {classes.tolist()} "
-            "given to (or learned by) the first fit / partial_fit call"
-        )
-    return np.where(block == classes[1], 1, -1).astype(np.int8)
-
-
-def _classes_arg(classes) -> np.ndarray:
-    classes = np.unique(np.asarray(classes))
-    if classes.size != 2:
-        raise ValueError(
-            f"classes must list exactly the two label values; got {classes.tolist()}"
-        )
-    return classes
 
 
 class _OnlineAUCModel(LinearAUCModel):
@@ -114,7 +93,7 @@ class _OnlineAUCModel(LinearAUCModel):
             history = []
             set_features_in(self, X, Xd.shape[1])
         else:
-            classes_ = self.classes_ if state is not None else _classes_arg(classes)
+            classes_ = self.classes_ if state is not None else classes_arg(classes)
             Xd = as_row_chunked(X)
             if state is not None:
                 check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
@@ -122,7 +101,7 @@ class _OnlineAUCModel(LinearAUCModel):
                 set_features_in(self, X, Xd.shape[1])
             if isinstance(y, da.Array):
                 yd = y.rechunk((Xd.chunks[0],)).map_blocks(
-                    _pm1_known, classes_, dtype=np.int8, token="daskauc-labels")
+                    pm1_known, classes_, dtype=np.int8, token="daskauc-labels")
             else:
                 y_arr = np.asarray(y)
                 if y_arr.shape[0] != Xd.shape[0]:
@@ -130,7 +109,7 @@ class _OnlineAUCModel(LinearAUCModel):
                         f"X has {Xd.shape[0]} rows but y has {y_arr.shape[0]} labels; "
                         "they must match"
                     )
-                yd = da.from_array(_pm1_known(y_arr, classes_), chunks=(Xd.chunks[0],),
+                yd = da.from_array(pm1_known(y_arr, classes_), chunks=(Xd.chunks[0],),
                                    name=False)
             history = list(getattr(self, "history_", []))
         rows = self._solver_rows(Xd, X, first=state is None)

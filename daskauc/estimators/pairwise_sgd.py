@@ -7,9 +7,9 @@ from .._labels import check_X_y
 from .._params import Interval, check_params, params_checked, params_of
 from .._registry import model_class
 from .._validation import check_n_features, set_features_in
+from ..composite.calibration import check_class_weight
 from ..solvers.nsauc import pairwise_hinge_sgd
 from ._base import LinearAUCModel
-from ._calibration import check_class_weight
 from ._checkpoint import open_checkpoint
 
 

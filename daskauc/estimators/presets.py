@@ -16,16 +16,14 @@ from __future__ import annotations
 import logging
 import time
 
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _config
-from .._compute import compute, persist
+from .._compute import compute
 from .._docs import fill_doc
-from .._labels import check_X_y
+from .._labels import check_X_y, classes_arg, pm1_known
 from .._registry import model_class
 from .._validation import (
     as_row_chunked,
@@ -35,13 +33,14 @@ from .._validation import (
     set_features_in,
     without_finite_check,
 )
+from ..composite.calibration import check_class_weight, pm1_class_weight
+from ..composite.pipeline import embed_training, fit_on_embedding, scaled
 from ..embed.nystroem import DEFAULT_LANDMARKS, KMeansNystroem
 from ..model_selection.c_path import check_selectable, class_counts
 from ._base import AUCScoreMixin
-from ._calibration import check_class_weight, pm1_class_weight
 from ._checkpoint import feature_map_token, open_checkpoint
 from .least_squares import SOLAM
-from .online import OAM, _classes_arg, _pm1_known
+from .online import OAM
 from .pairwise_sgd import PairwiseHingeSGD
 from .ranksvm import RankSVM
 
@@ -144,9 +143,6 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
             return None if rs is None else int(np.random.SeedSequence(rs).generate_state(k + 1)[k])
         return rs
 
-    def _scale(self, X):
-        return self.scaler_.transform(X) if self.scaler_ is not None else X
-
     # -- estimator API ----------------------------------------------------------------------
     def fit(self, X, y=None, *, checkpoint=None, resume: bool = False, **solver_fit_kwargs):
         """Fit scaler, feature map and solver; ``X`` may be a dataset store path (``y=None``).
@@ -181,23 +177,21 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         tic = time.perf_counter()
         self._n_train_rows = int(Xd.shape[0])
         fmap = self._make_map()
-        fmap.fit(self._scale(Xd))
+        fmap.fit(scaled(Xd, self.scaler_))
         self.embedding_ = fmap
         if checkpoint is not None:
             checkpoint.add_feature_map(feature_map_token(self.scaler_, fmap))
         timings["landmarks"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        Z = self._embed_training(Xd, yd)
+        Z = embed_training(Xd, yd, feature_map=fmap, scaler=self.scaler_,
+                           store=self.embedding_store, overwrite=self.overwrite,
+                           persist_rows=bool(self.persist))
         timings["embed"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        solver.fit(Z, yd, **solver_fit_kwargs)
-        if not is_lazy_input(X) and Z.shape[0] > _config.CALIBRATION_ROWS:
-            # the solver saw a dask embedding and calibrated on a sample of its chunks; numpy
-            # input is calibrated on every row
-            solver._calibrate_linear(Z, yd, X)
-        self.solver_ = solver
+        self.solver_ = fit_on_embedding(solver, Z, yd, all_rows=not is_lazy_input(X),
+                                        **solver_fit_kwargs)
         # what the solver chose (C="auto", its selection path): on the model, as documented
         for name in ("C_", "selection_"):
             if hasattr(solver, name):
@@ -242,7 +236,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
             fmap = self._make_map()
             if getattr(fmap, "n_components", None) not in (None, "auto"):  # auto: <= rows
                 fmap.set_params(n_components=min(int(fmap.n_components), int(Xd.shape[0])))
-            self.embedding_ = fmap.fit(self._scale(Xd))
+            self.embedding_ = fmap.fit(scaled(Xd, self.scaler_))
             self.timings_ = {}
             if classes is None:
                 seen = np.unique(np.asarray(compute(y)[0] if isinstance(y, da.Array) else y))
@@ -251,33 +245,21 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
                         f"the first batch holds the labels {seen.tolist()[:5]}; pass "
                         "classes=[negative, positive] on the first partial_fit call")
                 classes = seen
-            self.classes_ = _classes_arg(classes)
+            self.classes_ = classes_arg(classes)
             self.solver_ = self.linear_model(self.classes_)
         Z = self.transform(X)
         # the solver learns {-1, +1} labels (as in fit); the caller's are mapped by classes_
         if isinstance(y, da.Array):
             y = y.rechunk((Z.chunks[0],)) if isinstance(Z, da.Array) else compute(y)[0]
         if isinstance(y, da.Array):
-            y_pm1 = y.map_blocks(_pm1_known, self.classes_, dtype=np.int8,
+            y_pm1 = y.map_blocks(pm1_known, self.classes_, dtype=np.int8,
                                  token="daskauc-labels")
         else:
-            y_pm1 = _pm1_known(np.asarray(y), self.classes_)
+            y_pm1 = pm1_known(np.asarray(y), self.classes_)
         self.solver_.partial_fit(Z, y_pm1, classes=[-1, 1])
         self.n_iter_ = int(getattr(self.solver_, "n_iter_", 0))
         self.history_ = list(getattr(self.solver_, "history_", []))
         return self
-
-    def _embed_training(self, Xd: da.Array, yd: da.Array):
-        if self.embedding_store is not None:
-            ds = self.embedding_.write_embedding(Xd, self.embedding_store, y=yd,
-                                                 scaler=self.scaler_, overwrite=self.overwrite)
-            Z = ds.X
-            return persist(Z)[0] if self.persist else Z
-        Z = self.embedding_.transform(self._scale(Xd))
-        if self.persist:
-            with dask.config.set(**{"array.slicing.split_large_chunks": False}):
-                Z = persist(Z)[0]
-        return Z
 
     def transform(self, X):
         """The embedding of ``X`` (standardized then mapped): numpy or lazy dask like the input."""
@@ -285,7 +267,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         Xv = check_predict_X(self, X)
         if isinstance(Xv, da.Array):  # the map (or the scaler) checks the values as it reads
             Xv = without_finite_check(Xv)
-        return self.embedding_.transform(self._scale(Xv))
+        return self.embedding_.transform(scaled(Xv, self.scaler_))
 
     def decision_function(self, X):
         """Calibrated scores of ``X`` (the solver's on the embedding, float64): numpy for

@@ -17,10 +17,10 @@ from .._labels import check_X_y
 from .._params import Options, check_params, params_checked, params_of
 from .._registry import model_class
 from .._validation import check_n_features, set_features_in
+from ..composite.calibration import check_class_weight
 from ..model_selection.c_path import select_C
 from ..solvers.newton import auto_pair_moments, prsvm_newton
 from ._base import LinearAUCModel
-from ._calibration import check_class_weight
 from ._checkpoint import check_resumed_data, open_checkpoint
 
 
@@ -77,7 +77,7 @@ class RankSVM(LinearAUCModel):
         CG steps, step length, seconds).
     intercept_, calibration_slope_ : float
         The Platt calibration of ``X @ coef_`` fitted at the end of ``fit``
-        (:mod:`daskauc.estimators._calibration`): ``decision_function(X) = X @ coef_ +
+        (:mod:`daskauc.composite.calibration`): ``decision_function(X) = X @ coef_ +
         intercept_``, ``predict_proba`` has ``p = expit(calibration_slope_ *
         decision_function(X))``, ``predict`` takes the more probable class.
     classes_ : ndarray, ``[negative, positive]`` label values.

@@ -55,6 +55,7 @@ from .._arrays import class_counts, sample_rows, stratified_subsample
 from .._compute import compute
 from .._gaussian import gaussian_centres, kernel_block
 from .._params import child_seed
+from ..composite.kernel_model import KernelSettings
 from ..embed.nystroem import default_gamma
 from ..engine.progress import search_progress
 from ..metrics import roc_auc
@@ -62,7 +63,6 @@ from ..solvers.kernel_basis import build_preconditioner
 from ..solvers.newton import prsvm_newton
 from ..solvers.pairwise import PairMoments
 from ..solvers.stats import class_statistics, lsauc_from_stats, pair_second_moment
-from .kernel_model import KernelSettings
 from .width_walk import walk_width
 
 logger = logging.getLogger("daskauc")
@@ -407,7 +407,7 @@ def select_gamma_lam(
 
 def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid, lam_grid,
                      cv: int, rows: int, max_centres: int, width_rows: int, width_centres: int,
-                     solver: str, settings: KernelSettings, intercept, random_state):
+                     solver: str, settings: KernelSettings, random_state):
     """:class:`~daskauc.KernelAUC`'s ``(gamma, lam, selection)``: each given as a number, or
     "rule" (gamma only: the bandwidth rule 1/b), or "auto": chosen by
     :func:`select_gamma_lam` (on ``gamma_grid`` times 1/b, widened past an end; ``lam_grid``,
@@ -463,7 +463,7 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
     if default_grid:
         walk = walk_width(X, y, gamma0=gamma0, selection=selection, n_centres=n_centres,
                           rows=width_rows, max_centres=width_centres, solver=solver,
-                          settings=settings, intercept=intercept, lam_exponent=LAM_EXPONENT,
+                          settings=settings, lam_exponent=LAM_EXPONENT,
                           random_state=child_seed(random_state, 3))
         if walk is not None:
             selection.update(gamma=walk["gamma"], gamma_multiplier=walk["gamma_multiplier"],

@@ -3,8 +3,8 @@
 The best width grows with the number of centres (and rows), so a subsample with 2,048 centres
 cannot see the width of a model with 8,192 or more: :class:`~daskauc.KernelAUC` then walks the
 width at the final model's scale (:func:`walk_width`, by the rule of :func:`walk_widths`): the
-final model's route (:mod:`.kernel_model`) with up to ``WIDTH_CENTRES`` centres on a
-stratified subsample of up to ``WIDTH_ROWS`` rows (two thirds to train, one third to
+final model's route (:mod:`daskauc.composite.kernel_model`) with up to ``WIDTH_CENTRES``
+centres on a stratified subsample of up to ``WIDTH_ROWS`` rows (two thirds to train, one third to
 validate), doubling gamma from the chosen one while the validation AUC rises by more than
 ``WIDTH_GAIN`` (halving instead when the first doubling does not help), each fit warm-started
 from the previous width's function.
@@ -24,11 +24,12 @@ from .._compute import compute
 from .._labels import check_X_y
 from .._params import child_seed, seed_sequence
 from .._validation import as_row_chunked
+from ..composite.calibration import calibrated_intercept
+from ..composite.kernel_model import KernelFunction, KernelSettings, choose_route, fit_kernel_model
 from ..embed.centres import select_centres
 from ..engine.progress import search_progress
 from ..metrics import roc_auc
 from ..solvers.kernel_basis import kernel_scores
-from .kernel_model import KernelFunction, KernelSettings, choose_route, fit_kernel_model
 
 #: the width walk at the final model's scale: rows of its subsample (2/3 train, 1/3
 #: validation), cap on its centres, most doublings (or halvings), least gain to go on. It runs
@@ -72,7 +73,7 @@ def walk_widths(score, mult0: float, *, steps: int = WIDTH_STEPS, gain: float = 
 
 
 def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: int,
-               rows: int, max_centres: int, solver: str, settings: KernelSettings, intercept,
+               rows: int, max_centres: int, solver: str, settings: KernelSettings,
                lam_exponent: float, random_state) -> dict | None:
     """Walk the width at the final model's scale (module docstring), or None when the walk's
     centres would not be at least ``WIDTH_RATIO`` times the selection's.
@@ -90,13 +91,10 @@ def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: i
     rows : int
         Size of the stratified subsample (two thirds train, one third validate).
     solver : {"auto", "kernel", "embedding"}
-        The route, as the final model takes it (:func:`.kernel_model.choose_route`).
+        The route, as the final model takes it
+        (:func:`daskauc.composite.kernel_model.choose_route`).
     settings : KernelSettings
         The final model's solve.
-    intercept : callable
-        ``intercept(X, y, score)``: the intercept the estimator's calibration gives a model
-        with raw scores ``score(rows)`` fitted on rows ``X``, labels ``y`` (dask): each width
-        is scored by the AUC of the decision function the model would have.
     lam_exponent : float
         The selection's lam is rescaled to the walk's training rows as
         ``lam (n / n_walk) ** lam_exponent``, as the search rescales it.
@@ -152,7 +150,7 @@ def walk_width(X, y: np.ndarray, *, gamma0: float, selection: dict, n_centres: i
         def raw(rows):
             return kernel_scores(rows, f.centres, f.gamma, f.alpha, dtype=np.dtype(settings.dtype))
 
-        b = intercept(X_tr, yd, raw)
+        b = calibrated_intercept(X_tr, yd, raw)
         auc = float(roc_auc(y[va], np.asarray(compute(raw(X_va))[0], dtype=np.float64) + b))
         state = result.state or {}
         table.append({"gamma_multiplier": mult, "gamma": gamma0 * mult, "val_auc": auc,

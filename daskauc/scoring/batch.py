@@ -34,9 +34,9 @@ from .._store import is_url, resolve_path, store_exists, stored_kind
 from .._store_write import check_output, create_array, writing_store
 from .._validation import check_input_map
 from .._version import __version__
+from ..composite.calibration import proba_block
 from ..embed.embedding_store import map_sha256
 from ..embed.nystroem import KMeansNystroem, load_embedding_map
-from ..estimators._calibration import proba_block
 from ..io import load_model
 from .inputs import carried_options, is_path, open_input, tasks
 from .outputs import (

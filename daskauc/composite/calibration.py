@@ -30,7 +30,7 @@ from scipy.special import expit
 from .. import _config
 from .._arrays import class_counts
 from .._compute import compute
-from ._kernels import _platt_pass
+from ._calibration_kernels import _platt_pass
 
 
 @dataclass(frozen=True)
@@ -281,6 +281,32 @@ def _in_memory_blocks(X: da.Array) -> list[np.ndarray] | None:
     graph = X.__dask_graph__()
     blocks = [graph.get(k) for k in flatten(X.__dask_keys__())]
     return blocks if all(isinstance(b, np.ndarray) for b in blocks) else None
+
+
+def calibrate(est, X: da.Array, y: da.Array, score: Callable[[da.Array], da.Array], *,
+              all_rows: bool, batch: bool = False) -> None:
+    """Platt-calibrate the model ``est`` (setting ``calibration_slope_`` and ``intercept_``)
+    on ``score(rows)`` (its lazy raw scores) for rows of ``X`` / ``y`` (both row-chunked
+    dask, y in {-1, +1}): every row with ``all_rows``, else a bounded sample of chunks
+    (:func:`calibration_data`), weighted by ``est.class_weight`` if it has one. A
+    ``partial_fit`` batch (``batch``) holding one class keeps an earlier calibration (it says
+    nothing about where the classes part)."""
+    s, yy = calibration_data(X, y, score, all_rows=all_rows)
+    one_class = bool(np.all(yy > 0) or np.all(yy < 0))
+    if batch and one_class and hasattr(est, "calibration_slope_"):
+        return
+    fit = platt_scaling(s, yy, weights=class_weights(
+        getattr(est, "class_weight", None), est.classes_, yy))
+    est.calibration_slope_ = float(fit.slope)
+    est.intercept_ = float(fit.offset / fit.slope)
+
+
+def calibrated_intercept(X: da.Array, y: da.Array, score) -> float:
+    """The ``intercept_`` :func:`calibrate` gives a model with raw scores ``score(rows)``
+    fitted on rows ``X`` (on a sample of chunks, unweighted): a selection scores a candidate
+    model (each width of the walk) by the AUC of the decision function it would have."""
+    fit = platt_scaling(*calibration_data(X, y, score, all_rows=False))
+    return float(fit.offset / fit.slope)
 
 
 def shift_block(s: np.ndarray, intercept: float) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Numba kernel of the Platt calibration (:mod:`._calibration`): one pass over the scores.
+"""Numba kernel of the Platt calibration (:mod:`.calibration`): one pass over the scores.
 
 The Newton driver owns the iterations, the line search and the stopping rule; the kernel
 evaluates the objective, its gradient and its Hessian at one point in a single pass, with no
