@@ -20,6 +20,7 @@ result into its fitted attributes.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import warnings
@@ -387,7 +388,10 @@ class KernelAUC(AUCScoreMixin, ClassifierMixin, BaseEstimator):
         if checkpoint is not None:
             self.data_fingerprint_ = checkpoint.data
         tic = time.perf_counter()
-        self._calibrate(Xs, yd, self._kernel_scores, all_rows=not is_lazy_input(X))
+        # the scores as a solver function of the fitted arrays (not a method of this model)
+        score = functools.partial(kernel_scores, centres=self.centres_, gamma=self.gamma_,
+                                  alpha=self.dual_coef_, dtype=np.dtype(self.dtype))
+        self._calibrate(Xs, yd, score, all_rows=not is_lazy_input(X))
         timings["calibration"] = time.perf_counter() - tic
         self.timings_ = timings
         return self
