@@ -282,8 +282,8 @@ def main(argv=None):
     from sklearn.preprocessing import StandardScaler
 
     from daskauc import _config
-    from daskauc._store_write import create_array, writing_store
     from daskauc.embed.nystroem import KMeansNystroem, gaussian_kernel
+    from daskauc.store.write import create_array, writing_store
 
     dask.config.set(scheduler="threads")
     store_dir = args.store_dir or tempfile.mkdtemp(prefix="bench-embed-")
@@ -374,9 +374,9 @@ def main(argv=None):
     print(json.dumps(res["embedding"], indent=1))
 
     # ---- NSAUC: one epoch over the persisted embedding, and the test AUC after 5 epochs
-    from daskauc._dataset import open_dataset
     from daskauc.estimators.pairwise_sgd import PairwiseHingeSGD
     from daskauc.metrics import roc_auc
+    from daskauc.store.dataset import open_dataset
 
     test_store = os.path.join(store_dir, "covtype-test.zarr")
     with writing_store(test_store, kind="dataset", overwrite=True,

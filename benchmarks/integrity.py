@@ -30,8 +30,8 @@ def main(argv=None) -> int:
     from distributed import Client, LocalCluster
 
     from daskauc import _config
-    from daskauc._store import open_store
     from daskauc.data import ingest_array, open_dataset
+    from daskauc.store.protocol import open_store
 
     os.makedirs(OUT, exist_ok=True)
     Xtr, ytr, _, _, _ = load_dataset("covtype")

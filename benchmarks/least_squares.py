@@ -93,7 +93,7 @@ def main(argv=None):
         args.n, args.r, args.chunk_rows = 40_000, 400, 10_000
     repeat = 3
     if args.embedding:
-        from daskauc._dataset import open_dataset
+        from daskauc.store.dataset import open_dataset
 
         ds = open_dataset(args.embedding)
         X = np.ascontiguousarray(ds.X.compute())

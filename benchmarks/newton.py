@@ -326,7 +326,7 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="daskauc-bench-newton-")
     try:
         if args.embedding:
-            from daskauc._dataset import open_dataset
+            from daskauc.store.dataset import open_dataset
 
             ds = open_dataset(args.embedding)
             zpath = args.embedding
@@ -388,8 +388,8 @@ def main(argv=None):
             w_p = train[DEFAULT_RUN]["coef"]
             w_s = train["zarr streamed exact cg_tol=0.1"]["coef"]
             if args.test_embedding:
-                from daskauc._dataset import open_dataset
                 from daskauc.metrics import roc_auc
+                from daskauc.store.dataset import open_dataset
 
                 te = open_dataset(args.test_embedding)
                 res["test_auc"] = float(roc_auc(te.y, te.X @ w_p.astype(te.X.dtype)))

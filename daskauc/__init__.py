@@ -1,6 +1,5 @@
 """daskauc: out-of-core, Dask-distributed nonlinear AUC maximization."""
 
-from ._store import StoreIntegrityError
 from ._validation import default_chunks
 from ._version import __version__
 from .data import (
@@ -31,6 +30,7 @@ from .metrics import roc_auc, roc_curve
 from .model_selection import cross_validate_auc, cv_select_C
 from .plot import plot_history, plot_roc
 from .scoring import write_scores
+from .store.protocol import StoreIntegrityError
 
 __all__ = [
     "__version__",

@@ -40,8 +40,8 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from ._dataset import Dataset, open_dataset
-from ._store import is_url, nothing_at, resolve_path, store_exists, stored_kind
+from .store.dataset import Dataset, open_dataset
+from .store.protocol import is_url, nothing_at, resolve_path, store_exists, stored_kind
 
 
 class RowSource(Protocol):

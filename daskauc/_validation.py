@@ -25,8 +25,8 @@ import numpy as np
 
 from . import _config
 from ._compute import compute
-from ._dataset import is_zarr_array
 from ._readers import open_path, opened_attrs
+from .store.dataset import is_zarr_array
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -365,10 +365,10 @@ def store_of(X: Any) -> tuple[str | None, dict | None]:
     """(location, attributes) of the daskauc store ``X`` reads: a store path, or a Zarr array
     of one or its dask array as :func:`~daskauc.open_dataset` gives it (unsliced); else
     ``(None, None)``."""
-    from ._dataset import zarr_array_of, zarr_location
+    from .store.dataset import zarr_array_of, zarr_location
 
     if is_store_path(X):
-        from ._store import open_store, resolve_path
+        from .store.protocol import open_store, resolve_path
 
         attrs = opened_attrs(X)
         if attrs is not None:

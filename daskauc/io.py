@@ -19,8 +19,8 @@ import numpy as np
 import zarr
 
 from ._registry import MODEL_CLASSES
-from ._store import open_store, verify_chunk_checksums
-from ._store_write import create_array, writing_store
+from .store.protocol import open_store, verify_chunk_checksums
+from .store.write import create_array, writing_store
 
 
 def json_value(value: Any):

@@ -3,7 +3,7 @@
 import numpy as np
 from dask.callbacks import Callback
 
-from daskauc._store_write import create_array, writing_store
+from daskauc.store.write import create_array, writing_store
 
 
 class ComputeCounter(Callback):

@@ -25,11 +25,11 @@ from reference.data import pm1, read_dense_lines, read_libsvm_lines
 from sklearn import preprocessing as skp
 from sklearn.datasets import load_svmlight_file
 
-from daskauc._dataset import open_dataset
 from daskauc.data.default import default_dataset_path, load_default
 from daskauc.data.ingest import ingest, ingest_array, write_dataset
 from daskauc.data.scale import MinMaxScaler, StandardScaler, normalize_rows
 from daskauc.data.split import split_mask, split_store, train_test_split
+from daskauc.store.dataset import open_dataset
 
 writers_mod = importlib.import_module("daskauc.data.writers")
 

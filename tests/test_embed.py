@@ -22,7 +22,6 @@ from threadpoolctl import threadpool_limits
 
 from daskauc import _config
 from daskauc._arrays import sample_rows
-from daskauc._dataset import open_dataset
 from daskauc.embed._kernels import _nearest_center, _sculley_update
 from daskauc.embed.fourier import RandomFourierFeatures
 from daskauc.embed.kmeans import (
@@ -36,6 +35,7 @@ from daskauc.embed.nystroem import (
     gaussian_kernel,
     load_embedding_map,
 )
+from daskauc.store.dataset import open_dataset
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
 

@@ -16,10 +16,10 @@ import zarr
 from helpers import ExternalCluster, dataset_store
 
 from daskauc import LSAUC, ModelFileError, RankSVM, StoreIntegrityError, load_model, save_model
-from daskauc._store import open_store
-from daskauc._store_write import begin_store, create_array, writing_store
 from daskauc.cli import main
 from daskauc.data import ingest_array, open_dataset
+from daskauc.store.protocol import open_store
+from daskauc.store.write import begin_store, create_array, writing_store
 
 
 def _data(n=240, d=5, seed=0):
@@ -32,7 +32,7 @@ def _data(n=240, d=5, seed=0):
 @pytest.fixture(params=["zstd", "plain"])
 def store(tmp_path, request):
     """A dataset store, compressed (read through Zarr) or of plain-bytes chunks (read
-    straight from the files by daskauc._rawchunks): every check must hold for both."""
+    straight from the files by daskauc.store.rawchunks): every check must hold for both."""
     X, y = _data()
     compressors = "auto" if request.param == "zstd" else None
     return dataset_store(tmp_path / "ds.zarr", X, y, rows=60, compressors=compressors), X, y
@@ -445,7 +445,7 @@ def test_overwriting_a_regular_file_leaves_nothing_behind(tmp_path):
     and a later open restored it over the path. A file is not daskauc's to replace: refused
     before the write, untouched; one that appears while the write runs (overwrite asked) is
     replaced without a remnant."""
-    from daskauc._store_write import begin_store
+    from daskauc.store.write import begin_store
 
     target = tmp_path / "out.zarr"
     target.write_text("a file, not a store")

@@ -178,8 +178,8 @@ def test_numpy_dask_and_zarr_give_the_same_model(tmp_path):
         da.from_array(X, chunks=X.shape), da.from_array(y, chunks=y.shape))
     np.testing.assert_array_equal(m_np.coef_, m_da.coef_)
     # many chunks: a dask array and the Zarr store written from it agree exactly
-    from daskauc._dataset import open_dataset
-    from daskauc._store_write import create_array, writing_store
+    from daskauc.store.dataset import open_dataset
+    from daskauc.store.write import create_array, writing_store
 
     Xd = da.from_array(X, chunks=(300, X.shape[1]))
     yd = da.from_array(y.astype(np.int8), chunks=300)

@@ -1,4 +1,4 @@
-"""Plain-bytes chunks read straight from their files (daskauc._rawchunks) against Zarr's
+"""Plain-bytes chunks read straight from their files (daskauc.store.rawchunks) against Zarr's
 own read of the same store, and the faults it must name."""
 
 import os
@@ -9,10 +9,10 @@ import zarr
 from helpers import dataset_store
 
 from daskauc import StoreIntegrityError
-from daskauc._dataset import CheckedZarrArray
-from daskauc._rawchunks import RawChunks
-from daskauc._store_write import create_array, writing_store
 from daskauc.data import open_dataset
+from daskauc.store.dataset import CheckedZarrArray
+from daskauc.store.rawchunks import RawChunks
+from daskauc.store.write import create_array, writing_store
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -71,7 +71,7 @@ def test_a_chunk_truncated_after_open_is_named(tmp_path):
 
 @pytest.mark.parametrize("n", [240, 257])
 def test_raw_writes_are_the_bytes_zarr_writes(tmp_path, n):
-    from daskauc._rawchunks import write_rows
+    from daskauc.store.rawchunks import write_rows
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(n, 7)).astype(np.float32)
@@ -99,7 +99,7 @@ def test_raw_writes_are_the_bytes_zarr_writes(tmp_path, n):
 
 
 def test_rows_that_are_not_whole_chunks_are_left_to_zarr(tmp_path):
-    from daskauc._rawchunks import write_rows
+    from daskauc.store.rawchunks import write_rows
 
     with writing_store(tmp_path / "p.zarr", kind="dataset") as g:
         z = create_array(g, "X", shape=(100, 2), chunks=(25, 2), dtype=np.float64,
@@ -114,7 +114,7 @@ def test_rows_that_are_not_whole_chunks_are_left_to_zarr(tmp_path):
 
 
 def test_a_pooled_buffer_is_reused_only_when_nothing_refers_to_it():
-    from daskauc._rawchunks import BufferPool
+    from daskauc.store.rawchunks import BufferPool
 
     pool = BufferPool(max_buffers=2)
     a = pool.take(64)
@@ -150,7 +150,7 @@ def test_streamed_reads_into_reused_buffers_stay_correct(tmp_path):
 def test_a_chunk_is_checksummed_once_until_its_file_changes(tmp_path, monkeypatch):
     """A file read again unchanged is not checksummed again; any change to it, even one that
     keeps its size and sets its modification time back, is checked again and named."""
-    import daskauc._rawchunks as rawchunks
+    import daskauc.store.rawchunks as rawchunks
 
     X = np.arange(400, dtype=np.float32).reshape(100, 4)
     y = np.ones(100, np.int8)

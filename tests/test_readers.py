@@ -217,7 +217,7 @@ def test_an_estimator_given_a_path_it_cannot_learn_from_says_what_it_is(tmp_path
                          ids=["LSAUC", "NBAUC", "KernelAUC"])
 def test_a_fit_on_a_store_path_opens_the_store_once(tmp_path, monkeypatch, make):
     """Each opening of the store (its metadata read and checked) counted through the fit."""
-    from daskauc import _store
+    from daskauc.store import protocol as _store
 
     X, y = _xy(n=200, d=4)
     ingest_array(X, y, tmp_path / "s.zarr", chunk_rows=50)
@@ -228,7 +228,7 @@ def test_a_fit_on_a_store_path_opens_the_store_once(tmp_path, monkeypatch, make)
         return real(path, **kwargs)
 
     monkeypatch.setattr(_store, "open_store", counting)
-    monkeypatch.setattr("daskauc._dataset.open_store", counting)
+    monkeypatch.setattr("daskauc.store.dataset.open_store", counting)
     est = make().fit(str(tmp_path / "s.zarr"))
     assert len(opened) == 1, opened
     assert est.score(str(tmp_path / "s.zarr")) > 0.5

@@ -23,7 +23,6 @@ from daskauc import (
     PairwiseHingeSGD,
     StandardScaler,
     StoreIntegrityError,
-    _store_write,
     ingest,
     ingest_array,
     load_model,
@@ -32,9 +31,10 @@ from daskauc import (
     save_model,
     split_store,
 )
-from daskauc._store import open_store
-from daskauc._store_write import begin_store, create_array, writing_store
 from daskauc.cli import main
+from daskauc.store import write as _store_write
+from daskauc.store.protocol import open_store
+from daskauc.store.write import begin_store, create_array, writing_store
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 

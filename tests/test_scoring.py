@@ -29,8 +29,8 @@ from daskauc import (
     save_model,
     write_scores,
 )
-from daskauc._store import open_store
 from daskauc.cli import main
+from daskauc.store.protocol import open_store
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
 

@@ -59,7 +59,7 @@ def walk(name: str, params: dict, n: int = 3000, d: int = 8, store: str | None =
 
     def count(callee: str, frame) -> None:
         fn = frame.f_code.co_name
-        if callee == "daskauc._store" and fn == "open_store":
+        if callee == "daskauc.store.protocol" and fn == "open_store":
             counts["store_opens"] += 1
         elif callee == "daskauc._arrays" and fn in ("stratified_subsample", "stratified_split"):
             counts["row_draws"] += 1

@@ -9,7 +9,7 @@ import sys
 import threading
 import warnings
 
-from .._urls import StorageUnreachableError
+from ..store.urls import StorageUnreachableError
 from .options import _storage_options
 from .parser import build_parser
 from .session import _scheduler, _state

@@ -110,9 +110,9 @@ def _fit_estimator(args, kind: str | None = "embedding"):
 
 
 def cmd_fit(args) -> int:
-    from .._dataset import open_dataset
-    from .._store import stored_kind
     from ..io import save_model
+    from ..store.dataset import open_dataset
+    from ..store.protocol import stored_kind
 
     kind = stored_kind(args.store)
     est, error = _fit_estimator(args, kind)
@@ -124,7 +124,7 @@ def cmd_fit(args) -> int:
     inputs = [args.store, args.validation]
     _check_outputs(args, args.model, kind="model", inputs=inputs)
     if args.checkpoint:
-        from .._store import resolve_path
+        from ..store.protocol import resolve_path
 
         if resolve_path(args.checkpoint) == resolve_path(args.model):
             raise ValueError(f"--checkpoint {args.checkpoint} is the model's path: the "
@@ -212,7 +212,7 @@ def _check_width(est, model: str, ds, store: str) -> None:
     if expected is None or expected == ds.n_features:
         check_input_map(est, ds.attrs, store)
         return
-    from .._store import stored_kind
+    from ..store.protocol import stored_kind
 
     if stored_kind(store) == "dataset":
         how = (f"if {model} was fitted on an embedding store, map the test rows with its map "
@@ -227,9 +227,9 @@ def _check_width(est, model: str, ds, store: str) -> None:
 
 
 def cmd_evaluate(args) -> int:
-    from .._dataset import open_dataset
     from ..io import load_model
     from ..metrics import roc_auc
+    from ..store.dataset import open_dataset
 
     est = load_model(args.model)
     ds = open_dataset(args.store)
@@ -278,7 +278,6 @@ def cmd_demo(args) -> int:
     """Ingest the shipped spambase data, embed it, train NSAUC and print test AUC and timings."""
     import shutil
 
-    from .._dataset import open_dataset
     from ..data.default import default_dataset_path
     from ..data.ingest import ingest
     from ..data.scale import StandardScaler
@@ -286,6 +285,7 @@ def cmd_demo(args) -> int:
     from ..embed.nystroem import KMeansNystroem
     from ..estimators.pairwise_sgd import PairwiseHingeSGD
     from ..metrics import roc_auc
+    from ..store.dataset import open_dataset
 
     timings: dict[str, float] = {}
     keep = args.workdir is not None or args.keep

@@ -100,7 +100,7 @@ def _storage_options(args):
 
 def _urls(args) -> list[str]:
     """The URLs among the command's arguments (its stores and files on object storage)."""
-    from .._store import is_url
+    from ..store.protocol import is_url
 
     return [u for k, v in vars(args).items() if k != "scheduler" for u in _strings(v)
             if is_url(u)]
@@ -140,8 +140,8 @@ def _check_outputs(args, *paths, kind: str, inputs=(), expected_bytes=None,
     """Everything knowable about the outputs before any work (and before a cluster starts):
     none is an input or another output, none replaces something unasked or of another kind,
     each can be written (its directory, the free space when the size is known)."""
-    from .._store import resolve_path
-    from .._store_write import check_output
+    from ..store.protocol import resolve_path
+    from ..store.write import check_output
 
     seen: dict[str, str] = {}
     for path in paths:
@@ -175,7 +175,7 @@ def _check_plot(path: str | None, overwrite: bool) -> None:
 def _check_file_output(path: str, overwrite: bool, option: str) -> None:
     """An output that is a plain file (a figure, a scheduler file): not replaced unasked,
     not a directory, its directory writable."""
-    from .._store_write import check_directory
+    from ..store.write import check_directory
 
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")

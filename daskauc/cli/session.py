@@ -51,7 +51,7 @@ def _cluster(args):
 
     dashboard_announced(client.dashboard_link)
     try:
-        from .._urls import check_workers_access
+        from ..store.urls import check_workers_access
 
         # the stores were checked from here before the cluster started; a cluster's workers
         # may lack what this process has (credentials in its own environment)

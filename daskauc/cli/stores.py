@@ -53,8 +53,8 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_split(args) -> int:
-    from .._dataset import open_dataset
     from ..data.split import split_store
+    from ..store.dataset import open_dataset
 
     open_dataset(args.store)
     _check_outputs(args, args.train, args.test, kind="dataset", inputs=[args.store])
@@ -68,8 +68,8 @@ def cmd_split(args) -> int:
 
 
 def cmd_embed(args) -> int:
-    from .._dataset import open_dataset
     from ..embed.nystroem import KMeansNystroem, load_embedding_map
+    from ..store.dataset import open_dataset
 
     # inputs and outputs are checked before the cluster starts and before any work
     fmap = load_embedding_map(args.map) if args.map else None

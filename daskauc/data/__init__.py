@@ -1,6 +1,6 @@
 """Datasets: ingest to Zarr, open, split, scale, and the shipped default dataset."""
 
-from .._dataset import Dataset, open_dataset
+from ..store.dataset import Dataset, open_dataset
 
 # the readers of the one door (daskauc._readers), registered in the order they are asked to
 # detect an input: the store (registered where it lives), Parquet, LIBSVM, dense text, then

@@ -17,10 +17,8 @@ import dask.array as da
 import numpy as np
 
 from .. import _compute, _config
-from .._dataset import Dataset, open_dataset
 from .._params import Interval, check_param, seed_sequence
 from .._readers import NoOptions, Probe, Reader, StoreTarget, reader_for, register_reader
-from .._store_write import check_writable, writing_store
 from .._validation import (
     as_row_chunked,
     check_not_empty,
@@ -28,6 +26,8 @@ from .._validation import (
     is_dask_frame,
     reject_sparse,
 )
+from ..store.dataset import Dataset, open_dataset
+from ..store.write import check_writable, writing_store
 from .dataset_write import _create_xy, write_dataset
 from .labels import _array_label_table, _label_params, _to_pm1
 from .parse import _overflow_advice

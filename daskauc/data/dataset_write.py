@@ -11,12 +11,12 @@ import dask.array as da
 import numpy as np
 
 from .. import _compute
-from .._dataset import open_dataset
 from .._params import seed_sequence
 from .._readers import StoreTarget
-from .._store_write import begin_store, create_array, writing_store
 from .._validation import as_row_chunked
 from ..engine.stream import class_counts_block
+from ..store.dataset import open_dataset
+from ..store.write import begin_store, create_array, writing_store
 from .labels import _check_pm1, _label_table
 from .space import _check_store_space, _failing_cleanly
 from .writers import _DirectWriter, _GuardedTarget, _ShuffleWriter, _spill_dir

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 
-from .._dataset import Dataset
+from ..store.dataset import Dataset
 from .ingest import ingest
 
 __all__ = ["default_dataset_path", "load_default"]

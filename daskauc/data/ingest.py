@@ -3,10 +3,10 @@
 its own (``options=`` or keywords), and what every ingest shares is one
 :class:`~daskauc._readers.StoreTarget`.
 
-A dataset store (see :mod:`daskauc._store`) is a Zarr group with ``X`` (n x d, float32 or
+A dataset store (see :mod:`daskauc.store.protocol`) is a Zarr group with ``X`` (n x d, float32 or
 float64, chunked by rows only), ``y`` (n, int8 in {-1, +1}, the same row chunks) and its
 provenance in the group attributes. Every write goes through the safe-write protocol of
-:func:`~daskauc._store_write.writing_store`: an interrupted ingest never leaves a store that
+:func:`~daskauc.store.write.writing_store`: an interrupted ingest never leaves a store that
 opens as complete, and an existing store is only replaced with ``overwrite=True``.
 
 How a text file is read (memory is bounded by a few row chunks, one block of text and one
@@ -42,11 +42,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._dataset import Dataset, open_dataset
 from .._readers import StoreTarget, options_for, reader_for
-from .._store import is_url, store_exists
-from .._store_write import PendingStore, begin_store
-from .._urls import nothing_at
+from ..store.dataset import Dataset, open_dataset
+from ..store.protocol import is_url, store_exists
+from ..store.urls import nothing_at
+from ..store.write import PendingStore, begin_store
 from .arrays import check_common, ingest_array
 from .dataset_write import write_dataset
 

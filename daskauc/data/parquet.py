@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _config
 from .._readers import Probe, Reader, StoreTarget, register_reader, row_ranges
-from .._store import effective_storage_options, is_url, resolve_path, url_filesystem
+from ..store.protocol import effective_storage_options, is_url, resolve_path, url_filesystem
 from .dataset_write import write_rows
 from .labels import _label_params
 from .space import _failing_cleanly
@@ -104,7 +104,7 @@ class ParquetReader(Reader):
     @classmethod
     def open_rows(cls, source, options, storage_options, *, id_column=None,
                   handle_unknown="error") -> ParquetInput:
-        from .._store import nothing_at
+        from ..store.protocol import nothing_at
 
         files = cls.files(Probe(source, storage_options))
         if files is None:

@@ -18,8 +18,8 @@ import os
 import shutil
 
 from .. import _config
-from .._store import is_url, resolve_path
 from .._validation import SPARSE_ADVICE
+from ..store.protocol import is_url, resolve_path
 
 
 @contextlib.contextmanager

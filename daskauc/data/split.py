@@ -19,11 +19,11 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
-from .._dataset import open_dataset
 from .._params import seed_sequence
 from .._readers import open_path
-from .._store import resolve_path, store_exists
 from .._validation import as_row_chunked, is_store_path
+from ..store.dataset import open_dataset
+from ..store.protocol import resolve_path, store_exists
 from .ingest import write_dataset
 
 __all__ = ["train_test_split", "split_store", "split_mask"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _config
-from .._store import is_url, local_path, resolve_path
+from ..store.protocol import is_url, local_path, resolve_path
 from .parse import _Chunk, _overflow_advice
 from .sources import check_unique_names
 

@@ -20,8 +20,8 @@ import tempfile
 
 import numpy as np
 
-from .._store import is_url, owned_tmp_name, remove_stale, resolve_path
-from .._store_write import Gate
+from ..store.protocol import is_url, owned_tmp_name, remove_stale, resolve_path
+from ..store.write import Gate
 from .parse import _Chunk
 from .space import _check_free_space, _check_store_space, _nbytes
 

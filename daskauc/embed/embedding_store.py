@@ -7,7 +7,7 @@ An embedding store (:meth:`~daskauc.embed.nystroem.KMeansNystroem.write_embeddin
 landmarks, projection, eigenvalues and scaler statistics, with gamma and the parameters in its
 attributes: everything needed to map new points as the stored rows were mapped
 (:func:`daskauc.embed.nystroem.load_embedding_map`). Both are written through
-:func:`daskauc._store_write.writing_store`, so an interrupted write never looks complete.
+:func:`daskauc.store.write.writing_store`, so an interrupted write never looks complete.
 
 The functions here take the fitted map as an argument, and its class where they build one:
 :mod:`daskauc.embed.nystroem` calls them, never the other way round.
@@ -25,14 +25,14 @@ import numpy as np
 
 from .. import _config
 from .._compute import compute, share
-from .._dataset import Dataset, open_dataset
 from .._labels import as_labels
 from .._params import Interval, check_param
 from .._readers import open_path
-from .._store import open_store
-from .._store_write import create_array, writing_store
 from .._validation import as_row_chunked, check_n_features, is_store_path
 from .._version import __version__
+from ..store.dataset import Dataset, open_dataset
+from ..store.protocol import open_store
+from ..store.write import create_array, writing_store
 
 #: codec of the embedding X when ``compressor=None``: none. Measured (benchmarks/embed.py,
 #: Nystroem features of standardized covtype rows, float32): zstd saves only a few percent of
@@ -176,7 +176,7 @@ def _write_chunking(Xd: da.Array, rows: int, exact: bool) -> tuple[int, da.Array
 def _map_write_block(Xb, yb, first, *, map_block, args, zX, zy, rows):
     """Map one input chunk (``map_block(rows, *args)``) and write its output chunks at its
     rows, one output chunk at a time; return its (neg, pos) counts."""
-    from .._rawchunks import write_rows
+    from ..store.rawchunks import write_rows
 
     start = int(first[0]) if len(first) else 0
     for s in range(0, Xb.shape[0], rows):

@@ -30,7 +30,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
 from .._compute import compute
-from .._dataset import Dataset, open_dataset
 from .._gaussian import gaussian_block
 from .._params import (
     POSITIVE,
@@ -52,6 +51,7 @@ from .._validation import (
     preserved_dtypes,
     set_features_in,
 )
+from ..store.dataset import Dataset, open_dataset
 from . import embedding_store
 from .kmeans import _child, _fit_kmeans
 
@@ -480,7 +480,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         (landmarks, projection, eigenvalues, scaler statistics; gamma and parameters in its
         attributes), and provenance (parameters, ``input_sha256``, ``map_sha256``, versions,
         class counts) in the group attributes. It is written through
-        :func:`daskauc._store_write.writing_store`, so an interrupted write never looks complete.
+        :func:`daskauc.store.write.writing_store`, so an interrupted write never looks complete.
         Under the threaded scheduler BLAS is limited to one thread per task while writing.
         """
         check_is_fitted(self, "projection_")

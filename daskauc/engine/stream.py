@@ -268,10 +268,10 @@ class BlockReader:
 
     def __call__(self) -> np.ndarray:
         """The block, read now; plain-bytes chunks go into reused buffers (the caller uses
-        the block and drops it: :func:`daskauc._rawchunks.reusing_buffers`)."""
+        the block and drops it: :func:`daskauc.store.rawchunks.reusing_buffers`)."""
         from dask.local import get_sync
 
-        from .._rawchunks import reusing_buffers
+        from ..store.rawchunks import reusing_buffers
 
         with reusing_buffers():
             return np.asarray(get_sync(self.graph, self.key))

@@ -121,7 +121,7 @@ class AUCScoreMixin:
         from ..metrics import roc_auc
 
         if is_store_path(X) and y is None:  # the store's y: -1 / +1
-            from .._dataset import open_dataset
+            from ..store.dataset import open_dataset
 
             ds = open_dataset(X)
             return float(roc_auc(ds.y, self.decision_function(ds.X)))

@@ -17,9 +17,9 @@ import os
 import dask.array as da
 import numpy as np
 
-from .._dataset import zarr_array_of, zarr_location
-from .._store import is_url
 from .._validation import is_store_path
+from ..store.dataset import zarr_array_of, zarr_location
+from ..store.protocol import is_url
 
 
 class Checkpoint:
@@ -79,8 +79,8 @@ def open_checkpoint(est, checkpoint, X, y=None, *, resume: bool = False,
         if resume:
             raise ValueError("resume=True needs checkpoint=PATH, the fit to continue")
         return None
-    from .._store import resolve_path, restore_interrupted, store_exists
-    from .._store_write import check_directory
+    from ..store.protocol import resolve_path, restore_interrupted, store_exists
+    from ..store.write import check_directory
 
     path = resolve_path(checkpoint)
     targets = [(s, "the data store {} this fit reads") for s in _stores_read(X, y)]
@@ -164,7 +164,7 @@ def _source(obj, name: str) -> dict | None:
     if obj is None:
         return None
     if is_store_path(obj):
-        from .._store import open_store, resolve_path
+        from ..store.protocol import open_store, resolve_path
 
         path = resolve_path(obj)
         group = open_store(path, verify=False)
@@ -196,7 +196,7 @@ def _store_source(path: str, attrs: dict, array: str, shape) -> dict:
 
 def _stores_read(*objs) -> list[str]:
     """Resolved locations of the stores ``objs`` (paths, Zarr or dask arrays) read from."""
-    from .._store import resolve_path
+    from ..store.protocol import resolve_path
 
     out = []
     for obj in objs:
@@ -228,8 +228,8 @@ def _refuse_foreign(path: str, cls: type) -> None:
     import zarr
 
     from .. import _config
-    from .._store import store_exists
     from ..io import STATE_GROUP
+    from ..store.protocol import store_exists
 
     where = f"the checkpoint path {path}"
     if not is_url(path):

@@ -81,13 +81,13 @@ def warm_up(workdir: str | None = None, *, only: tuple[str, ...] | None = None
     default); ``only``: the names of the estimators and transformers to fit (all by default;
     the ingest, split and embedding steps always run). Runs on the current Dask scheduler.
     """
-    from .._dataset import open_dataset
     from ..data.default import default_dataset_path
     from ..data.ingest import ingest, write_dataset
     from ..data.scale import StandardScaler
     from ..data.split import split_store
     from ..embed import KMeansNystroem
     from ..metrics import roc_auc
+    from ..store.dataset import open_dataset
     from .pairwise_sgd import PairwiseHingeSGD
 
     seconds: dict[str, float] = {}

@@ -216,7 +216,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         (``y=None``).
         """
         if is_store_path(X) and y is None:
-            from .._dataset import open_dataset
+            from ..store.dataset import open_dataset
 
             ds = open_dataset(X)
             X, y = ds.X, ds.y

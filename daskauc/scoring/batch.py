@@ -30,14 +30,14 @@ from .. import _config
 from .._compute import compute, share
 from .._params import Interval, Options, check_param
 from .._readers import StoreInput
-from .._store import is_url, resolve_path, store_exists, stored_kind
-from .._store_write import check_output, create_array, writing_store
 from .._validation import check_input_map
 from .._version import __version__
 from ..composite.calibration import proba_block
 from ..embed.embedding_store import map_sha256
 from ..embed.nystroem import KMeansNystroem, load_embedding_map
 from ..io import load_model
+from ..store.protocol import is_url, resolve_path, store_exists, stored_kind
+from ..store.write import check_output, create_array, writing_store
 from .inputs import carried_options, is_path, open_input, tasks
 from .outputs import (
     COLUMNS,

@@ -2,7 +2,7 @@
 
 * ``NAME.zarr``: a Zarr group (store kind ``"scores"``) holding 1-D ``id``,
   ``decision_function`` and ``probability`` in the input's row chunks, written and committed
-  by the protocol of :mod:`daskauc._store_write`.
+  by the protocol of :mod:`daskauc.store.write`.
 * ``NAME.parquet``: a directory of one part file per row chunk (``part-00000.parquet`` ...,
   in row order) and a record ``_daskauc.json`` (what was scored, the rows of each part and
   ``daskauc_complete``), written in a hidden sibling directory and renamed into place when
@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from .._store import (
+from ..store.protocol import (
     is_url,
     local_path,
     owned_tmp_name,
@@ -33,7 +33,7 @@ from .._store import (
     store_exists,
     url_filesystem,
 )
-from .._store_write import Gate, check_directory, check_outside_stores
+from ..store.write import Gate, check_directory, check_outside_stores
 from .inputs import arrow_kind, is_path, pyarrow_modules
 
 #: the columns (Parquet) or arrays (Zarr) of a scores output, in this order
@@ -153,7 +153,7 @@ def begin_parquet(output: str, storage_options) -> str:
 
 def check_parquet_output(path, *, overwrite: bool, inputs, expected_bytes: int,
                           storage_options) -> str:
-    """As :func:`daskauc._store_write.check_output` for a Parquet directory: not an input,
+    """As :func:`daskauc.store.write.check_output` for a Parquet directory: not an input,
     replaced only with ``overwrite`` and only when it holds scores daskauc wrote (or
     nothing), its directory writable with room for the scores."""
     target = resolve_path(path)

@@ -18,7 +18,7 @@ would (tested byte for byte).
 
 The checks are Zarr's and daskauc's: a chunk file that is absent, of any other size, whose
 checksum differs, or whose checksum is not the one the commit recorded for its position
-(chunk files swapped or copied over) is a :class:`~daskauc._store.StoreIntegrityError`
+(chunk files swapped or copied over) is a :class:`~daskauc.store.protocol.StoreIntegrityError`
 naming it, never data.
 Anything else (compressed chunks, object storage, a selection that is not whole rows) goes
 through Zarr.
@@ -65,7 +65,7 @@ class BufferPool:
     def take(self, nbytes: int) -> np.ndarray:
         with self._lock:
             if self.max_buffers is None:  # one in use and one read ahead per thread, + 1
-                from ._compute import threads_here
+                from .._compute import threads_here
 
                 self.max_buffers = 2 * threads_here() + 1
             for buf in self._buffers:

@@ -1,7 +1,7 @@
 """Writing daskauc stores: arrays with checksummed chunks, written under a hidden sibling and
 committed (the chunk manifest recorded, ``daskauc_complete`` last) only when complete, and
 the checks that an output may be written where the user asked, before any work (the
-protocol: :mod:`daskauc._store`).
+protocol: :mod:`daskauc.store.protocol`).
 
 On object storage (an fsspec URL) there is no rename, atomic or not: the hidden sibling is
 published by :func:`_publish`, which copies its objects into place and then checks that the
@@ -27,8 +27,9 @@ import zarr
 from dask.base import tokenize
 from dask.delayed import Delayed
 
-from . import _config
-from ._store import (
+from .. import _config
+from .._version import __version__
+from .protocol import (
     StoreIntegrityError,
     check_grid,
     checksummed_keys,
@@ -47,8 +48,7 @@ from ._store import (
     trailing_checksums,
     url_filesystem,
 )
-from ._urls import check_access
-from ._version import __version__
+from .urls import check_access
 
 
 def create_array(group: zarr.Group, name: str, *, compressors="auto", **kwargs) -> zarr.Array:
@@ -94,7 +94,7 @@ def writing_store(path, *, overwrite: bool = False, kind: str, attrs: dict | Non
 class PendingStore:
     """A store being written by a dask graph that has not run yet.
 
-    Same protocol as :func:`~daskauc._store_write.writing_store`, split in two so the write
+    Same protocol as :func:`~daskauc.store.write.writing_store`, split in two so the write
     can share a pass with other work: :func:`begin_store` creates the group at a hidden
     sibling path and :meth:`commit` marks it complete and moves it into place (on object
     storage: copies it, :func:`_publish`). ``commit`` is a plain picklable function of
@@ -359,7 +359,7 @@ def _publish(final: str, tmp: str, storage_options: dict | None, overwrite: bool
     writer recorded, and no other chunk is there. A chunk another writer copied over at the
     same time fails the check: the mark is taken back and the error says why. (Copied after
     the check, it fails every read instead: a chunk whose checksum is not the recorded one is
-    a :class:`~daskauc._store.StoreIntegrityError`.)"""
+    a :class:`~daskauc.store.protocol.StoreIntegrityError`.)"""
     fs, root = url_filesystem(final, storage_options)
     _, troot = url_filesystem(tmp, storage_options)
     fs.invalidate_cache(root)

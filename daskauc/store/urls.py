@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 
-from . import _config
+from .. import _config
 
 
 def is_url(path: str) -> bool:
@@ -165,7 +165,7 @@ def _client_of_workers():
         return None
     except (ImportError, ValueError):
         pass
-    from ._compute import distributed_client
+    from .._compute import distributed_client
 
     return distributed_client()
 

@@ -19,12 +19,12 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
   absent chunk. Dataset reads also check, on the worker that reads a chunk, that it is there
   and holds the checksum recorded for its position (:func:`open_dataset`), so chunk files
   swapped or copied over each other are an error too, not rows that no longer line up;
-* every user path is resolved once (:func:`~daskauc._urls.resolve_path`) to an absolute
+* every user path is resolved once (:func:`~daskauc.store.urls.resolve_path`) to an absolute
   path or a URL before it enters a graph, so workers started in another directory read the
   same store; it never enters a task key (:func:`open_dataset` names its arrays after a token
   of the store);
 * the first request to an object store, from :func:`store_exists` and :func:`stored_kind`
-  (:func:`~daskauc._urls.check_access`), says in one line, before any work, that its
+  (:func:`~daskauc.store.urls.check_access`), says in one line, before any work, that its
   endpoint does not answer, that its bucket does not exist, or that this process or the Dask
   workers have no credentials for it;
 * a writer names its hidden directory after its host and process id; the next writer of the
@@ -32,7 +32,7 @@ A daskauc store is a Zarr (v3) group holding ``X`` (n x d, chunked by rows only)
 * object storage (an fsspec URL: ``s3://``, ``gs://`` ...) has no rename: a store is written
   under the same hidden sibling name and published by copying its objects into place, its
   group metadata first without and last with ``daskauc_complete``, then checked to hold
-  exactly the chunks this writer recorded (:func:`daskauc._store_write.begin_store`).
+  exactly the chunks this writer recorded (:func:`daskauc.store.write.begin_store`).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ import warnings
 
 import zarr
 
-from . import _config
-from ._urls import (  # noqa: F401 - effective_storage_options: re-exported (its old home)
+from .. import _config
+from .urls import (  # noqa: F401 - effective_storage_options: re-exported (its old home)
     check_access,
     effective_storage_options,
     is_url,

@@ -1,6 +1,6 @@
 """Opening a dataset store for reading: ``X`` and ``y`` as dask arrays whose tasks check, on
 the worker that reads a chunk, that it is the chunk recorded for its position (the protocol:
-:mod:`daskauc._store`)."""
+:mod:`daskauc.store.protocol`)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import dask.array as da
 import zarr
 from dask.base import tokenize
 
-from . import _config
-from ._store import (
+from .. import _config
+from .protocol import (
     StoreIntegrityError,
     misplaced_chunk,
     open_store,
     recorded_checksums,
     resolve_path,
 )
-from ._urls import storage_fault
+from .urls import storage_fault
 
 
 class CheckedZarrArray:
@@ -36,7 +36,7 @@ class CheckedZarrArray:
     with the array to the workers (4 bytes and a key per chunk)."""
 
     def __init__(self, array: zarr.Array, label: str, checksums: dict[str, int] | None = None):
-        from ._rawchunks import RawChunks
+        from .rawchunks import RawChunks
 
         self.array, self.label = array, label
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
