@@ -409,13 +409,6 @@ def _onehot_column(feature: str, types: dict) -> str | None:
             return feature[:at]
         at = feature.find("=", at + 1)
     return None
-
-
-def _onehot_column(feature: str, types: dict) -> str | None:
-    """The text column of a one-hot feature ``column=value`` (the first ``=`` after which a
-    text column's name ends); None for a column of its own or no text column."""
-    if feature in types:
-        return None
     at = feature.find("=")
     while at > 0:
         t = types.get(feature[:at])
