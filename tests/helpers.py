@@ -6,6 +6,40 @@ from dask.callbacks import Callback
 from daskauc.store.write import create_array, writing_store
 
 
+def model_classes(having=lambda cls: True) -> dict[str, type]:
+    """The registered model classes (``daskauc._registry.MODEL_CLASSES``) for which
+    ``having(cls)`` holds, by name in sorted order: what a test that must cover every class
+    with some property parametrizes over."""
+    import daskauc  # noqa: F401 - every class registered
+    from daskauc._registry import MODEL_CLASSES
+
+    return {name: cls for name, cls in sorted(MODEL_CLASSES.items()) if having(cls)}
+
+
+def solvers(having=lambda entry: True) -> dict[str, object]:
+    """The registered solvers (``daskauc._registry.SOLVERS``, entries) for which
+    ``having(entry)`` holds, by name in sorted order."""
+    import daskauc.solvers  # noqa: F401 - every solver registered
+    from daskauc._registry import SOLVERS
+
+    return {name: e for name, e in sorted(SOLVERS.items()) if having(e)}
+
+
+def assert_covered(registered, cases, excluded, where: str) -> None:
+    """Every name of ``registered`` (the classes or solvers with a property, read from the
+    registries) has its cases in ``cases`` or a reason in ``excluded`` (name -> why), not
+    both, and neither names anything else: a newly registered class or solver, or one that
+    lost the property, fails here by name instead of silently going untested."""
+    registered, cases, excluded = set(registered), set(cases), dict(excluded)
+    missing = sorted(registered - cases - set(excluded))
+    assert missing == [], f"{where}: give {missing} a case, or a reason for having none"
+    unknown = sorted((cases | set(excluded)) - registered)
+    assert unknown == [], f"{where}: {unknown} are not registered with the property"
+    assert sorted(cases & set(excluded)) == [], f"{where}: both a case and a reason"
+    vague = sorted(name for name, why in excluded.items() if len(str(why).split()) < 4)
+    assert vague == [], f"{where}: say why {vague} have no case"
+
+
 class ComputeCounter(Callback):
     """Counts dask computes (one ``_start`` per compute call)."""
 

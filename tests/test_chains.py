@@ -7,17 +7,9 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from helpers import assert_covered, model_classes, solvers
 
-from daskauc import (
-    OAM,
-    OPAUC,
-    SOLAM,
-    SPAM,
-    SPDAM,
-    PairwiseHingeSGD,
-    TwoPassAUC,
-    UnivariateAUC,
-)
+from daskauc import OAM, PairwiseHingeSGD
 from daskauc.engine.chain_plan import resolve_chains
 from daskauc.engine.chains import merge_reservoirs, merge_running_average, mix_iterates
 from daskauc.engine.stream import epoch_graph, epoch_plan
@@ -635,29 +627,47 @@ def test_nsauc_merged_window_is_the_last_chunks_visited_by_the_clock():
 
 
 def _sequential_cases():
-    """name -> (solver, its keyword arguments, its step, the step's parameters, per_chunk)."""
-    from daskauc.solvers import nsauc, opauc, solam, spdam, twopass, univariate
+    """Every registered solver that runs chains -> its cases: name -> (its keyword
+    arguments, its step, the step's parameters, per_chunk)."""
+    from daskauc.solvers import nsauc, oam, opauc, solam, spam, spdam, twopass, univariate
 
     uni = {"eta0": 0.01, "constant": False, "lam": 0.0, "average": True, "shuffle": True}
     return {
-        "solam": (solam.solam, {"zeta": 0.5}, solam._solam_step,
-                  {"zeta": 0.5, "R": 10.0, "kappa": None, "mode": 0, "lam": 0.0}, None),
-        "spdam": (spdam.spdam, {"lam": 1e-2}, spdam._spdam_step, {}, list(range(8))),
-        "opauc": (opauc.opauc, {}, opauc._opauc_step, {"eta": 2.0**-6, "lam": 1e-3}, None),
-        "twopass": (twopass.twopass_auc, {}, twopass._twopass_step,
-                    {"lam": 1e-3, "eta": 2.0**-6, "schedule": "constant"}, None),
-        "uni-exp": (univariate.univariate_sgd, {"loss": "exp"}, univariate._univariate_step,
-                    {"loss": 0, **uni}, None),
-        "uni-squ": (univariate.univariate_sgd, {"loss": "square"},
-                    univariate._univariate_step, {"loss": 1, **uni}, None),
-        "nsvmsgd2": (nsauc.pairwise_hinge_sgd, {"lam": 1e-4, "t0": 1e6, "average": False},
-                     nsauc._nsauc_step, {"lam": 1e-4, "rskip": 16, "askip": 0,
-                                         "average_start": 0, "rate": "rate"}, "chunks"),
+        "solam": {"solam": ({"zeta": 0.5}, solam._solam_step,
+                            {"zeta": 0.5, "R": 10.0, "kappa": None, "mode": 0, "lam": 0.0},
+                            None)},
+        "spdam": {"spdam": ({"lam": 1e-2}, spdam._spdam_step, {}, list(range(8)))},
+        "opauc": {"opauc": ({}, opauc._opauc_step, {"eta": 2.0**-6, "lam": 1e-3}, None)},
+        "twopass_auc": {"twopass": ({}, twopass._twopass_step,
+                                    {"lam": 1e-3, "eta": 2.0**-6, "schedule": "constant"},
+                                    None)},
+        "spam": {"spam": ({"lam": 1e-3, "eta": 0.05}, spam._spam_step,
+                          {"lam": 1e-3, "l1": 0.0, "eta": 0.05, "schedule": "invsqrt"},
+                          None)},
+        "univariate_sgd": {
+            "uni-exp": ({"loss": "exp"}, univariate._univariate_step, {"loss": 0, **uni},
+                        None),
+            "uni-squ": ({"loss": "square"}, univariate._univariate_step, {"loss": 1, **uni},
+                        None)},
+        "oam": {"oam": ({}, oam._oam_step, {"C": 1.0, "eta": 0.5, "update": "seq",
+                                            "average": False, "shuffle": True}, None)},
+        "pairwise_hinge_sgd": {
+            "nsvmsgd2": ({"lam": 1e-4, "t0": 1e6, "average": False}, nsauc._nsauc_step,
+                         {"lam": 1e-4, "rskip": 16, "askip": 0, "average_start": 0,
+                          "rate": "rate"}, "chunks")},
     }
 
 
-@pytest.mark.parametrize("name", ["solam", "spdam", "opauc", "twopass", "uni-exp", "uni-squ",
-                                  "nsvmsgd2"])
+#: the registered solvers that run chains (``n_chains``)
+CHAIN_SOLVERS = solvers(lambda entry: entry.chains)
+
+
+def test_every_solver_that_runs_chains_has_its_one_chain_case():
+    assert_covered(CHAIN_SOLVERS, _sequential_cases(), {}, "_sequential_cases")
+
+
+@pytest.mark.parametrize("name", [case for solver in CHAIN_SOLVERS
+                                  for case in _sequential_cases().get(solver, {})])
 def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
     """n_chains=1, given or omitted, is the step applied over the epoch's order by hand (the
     sequential solver, without the chain machinery), bit for bit, from a state after one
@@ -665,7 +675,9 @@ def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
     from daskauc.engine.stream import block_class_counts
     from daskauc.solvers.nsauc import pair_rate
 
-    solver, kw, step, params, per_chunk = _sequential_cases()[name]
+    ((solver, (kw, step, params, per_chunk)),) = [
+        (CHAIN_SOLVERS[n].function, cases[name])
+        for n, cases in _sequential_cases().items() if name in cases]
     X, y, Xn, yn = _small()
     if per_chunk == "chunks":
         per_chunk = list(range(X.numblocks[0]))
@@ -683,11 +695,32 @@ def test_one_chain_is_the_sequential_solver_bit_for_bit(name):
 
 
 
-CLUSTER_CASES = {"solam": (SOLAM, {"zeta": 0.1}), "spdam": (SPDAM, {}),
-                 "opauc": (OPAUC, {"eta": 2.0**-9}),
-                 "twopass": (TwoPassAUC, {"eta": 2.0**-4, "schedule": "invsqrt"}),
-                 "uni-exp": (UnivariateAUC, {"loss": "exp"}),
-                 "uni-squ": (UnivariateAUC, {"loss": "square"})}
+#: the registered estimators whose solver runs epochs as chains (``n_chains``)
+CHAINED = model_classes(lambda cls: "n_chains" in cls().get_params())
+
+#: chained class -> its cluster cases: the name of its epoch's tasks -> its parameters
+CLUSTER_SETTINGS = {
+    "SOLAM": {"solam": {"zeta": 0.1}},
+    "SPDAM": {"spdam": {}},
+    "OPAUC": {"opauc": {"eta": 2.0**-9}},
+    "TwoPassAUC": {"twopass": {"eta": 2.0**-4, "schedule": "invsqrt"}},
+    "SPAM": {"spam": {"eta": 0.1}},
+    "UnivariateAUC": {"uni-exp": {"loss": "exp"}, "uni-squ": {"loss": "square"}},
+    "OAM": {"oam": {"C": 0.01, "average": True}},
+}
+#: chained classes without a case here, and why
+CLUSTER_ELSEWHERE = {
+    "PairwiseHingeSGD": "test_chains_run_on_both_workers_of_a_process_cluster below: NSAUC's "
+                        "partner window stays on the cluster, and the model is the threaded "
+                        "scheduler's with the same split of the chunks",
+}
+CLUSTER_CASES = {case: (cls, kw) for name, cls in CHAINED.items()
+                 for case, kw in CLUSTER_SETTINGS.get(name, {}).items()}
+
+
+def test_every_chained_estimator_has_its_cluster_and_auc_cases():
+    assert_covered(CHAINED, CLUSTER_SETTINGS, CLUSTER_ELSEWHERE, "CLUSTER_SETTINGS")
+    assert_covered(CHAINED, AUC_SETTINGS, {}, "AUC_SETTINGS")
 
 
 @pytest.mark.parametrize("solver", list(CLUSTER_CASES))
@@ -700,7 +733,8 @@ def test_chains_of_every_solver_run_on_both_workers_of_a_process_cluster(dask_cl
     (on a cluster their placement decides it): the counters total every row, OPAUC's
     statistics are the rows', SPDAM's ``u`` is that of its duals, SOLAM's gamma sum is the
     first epoch's and the two chains' (6,000 rows each, 12 chunks in equal shares: each
-    chain's clock advances 2 per row), and kappa the largest row norm."""
+    chain's clock advances 2 per row), kappa the largest row norm, and OAM's reservoirs hold
+    rows of their class."""
     from distributed import get_task_stream
 
     cls, kw = CLUSTER_CASES[solver]
@@ -729,10 +763,16 @@ def test_chains_of_every_solver_run_on_both_workers_of_a_process_cluster(dask_cl
         _close(state.G_pos, 2 * np.tril(P.T @ P))
         _close(state.sum_neg, 2 * Xn[yn < 0].sum(axis=0))
         np.testing.assert_array_equal(state.counts, [n - n_pos, n_pos])
-    elif solver == "twopass":
+    elif solver in ("twopass", "spam"):
         assert state.t == n and state.means.n_pos == n_pos // 2
-    else:
+    elif solver == "oam":
+        np.testing.assert_array_equal(state.counts, [n - n_pos, n_pos])
+        for buf, rows in ((state.buf_pos, Xn[yn > 0]), (state.buf_neg, Xn[yn < 0])):
+            assert {r.tobytes() for r in buf} <= {r.tobytes() for r in rows}
+    elif solver.startswith("uni-"):
         np.testing.assert_array_equal(state.counts, [n, n_pos])
+    else:
+        raise AssertionError(f"say what the merge of {solver}'s chains must keep exactly")
 
 
 def _problem(n=12000, d=10, seed=0):
@@ -749,16 +789,26 @@ def _problem(n=12000, d=10, seed=0):
 # for these unscaled rows and leave a last iterate that moves by 0.01-0.05 between seeds). With
 # 2 and 4 chains the test AUC stayed within 0.0014 of one chain's for every solver below over
 # random_state 0-3 (OPAUC 0.0014, SPDAM 0.0011, the others <= 0.0005), hence the bound 0.002.
-ESTIMATORS = [(PairwiseHingeSGD, {"lam": 1e-4}), (SPAM, {"eta": 0.1}),
-              (OAM, {"C": 0.01, "average": True}),
-              (TwoPassAUC, {"eta": 2.0**-4, "schedule": "invsqrt"}), (OPAUC, {"eta": 2.0**-9}),
-              (SOLAM, {"zeta": 0.1}), (SPDAM, {}), (UnivariateAUC, {"loss": "exp"}),
-              (UnivariateAUC, {"loss": "square"}),
-              # NSVMSGD2's last iterate, mixed by steps (adding the chains' subgradient sums,
-              # NSAUC's rule, overshot it K-fold: the eta0 search sets t0 ~ 1e6 >> the 12,000
-              # steps of an epoch, random_state 0-3 lost 0.003-0.014 with 2 chains and
-              # 0.06-0.25 with 4; mixed: -0.001 to +0.003)
-              (PairwiseHingeSGD, {"lam": 1e-4, "average": False})]
+#: chained class -> its cases: id -> parameters
+AUC_SETTINGS = {
+    "PairwiseHingeSGD": {
+        "PairwiseHingeSGD": {"lam": 1e-4},
+        # NSVMSGD2's last iterate, mixed by steps (adding the chains' subgradient sums,
+        # NSAUC's rule, overshot it K-fold: the eta0 search sets t0 ~ 1e6 >> the 12,000
+        # steps of an epoch, random_state 0-3 lost 0.003-0.014 with 2 chains and
+        # 0.06-0.25 with 4; mixed: -0.001 to +0.003)
+        "PairwiseHingeSGD-last-iterate": {"lam": 1e-4, "average": False}},
+    "SPAM": {"SPAM": {"eta": 0.1}},
+    "OAM": {"OAM": {"C": 0.01, "average": True}},
+    "TwoPassAUC": {"TwoPassAUC": {"eta": 2.0**-4, "schedule": "invsqrt"}},
+    "OPAUC": {"OPAUC": {"eta": 2.0**-9}},
+    "SOLAM": {"SOLAM": {"zeta": 0.1}},
+    "SPDAM": {"SPDAM": {}},
+    "UnivariateAUC": {"UnivariateAUC-exp": {"loss": "exp"},
+                      "UnivariateAUC-square": {"loss": "square"}},
+}
+ESTIMATORS = [pytest.param(cls, kw, id=case) for name, cls in CHAINED.items()
+              for case, kw in AUC_SETTINGS.get(name, {}).items()]
 
 
 @pytest.mark.parametrize("cls, kw", ESTIMATORS)

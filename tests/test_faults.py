@@ -2,9 +2,10 @@
 fault, or a clear error naming the problem; never a silently different result or a lost model.
 
 Families: the NSAUC chain, a least-squares chain (SPAM), OAM, Newton (RankSVM), the LSAUC pass,
-k-means and the embedding write. Faults: a worker SIGKILLed mid-run, the scheduler lost, a
-missing chunk, a truncated chunk, a concurrent writer, a tampered model and a relative path
-with workers started in another directory; a killed writing process is covered by
+k-means and the embedding write; every registered solver is one of them or says why not
+(``NOT_A_FAMILY``), and has its task keys tested. Faults: a worker SIGKILLed mid-run, the
+scheduler lost, a missing chunk, a truncated chunk, a concurrent writer, a tampered model and
+a relative path with workers started in another directory; a killed writing process is covered by
 tests/test_checkpoint.py (fits) and here (the embedding write). Workers and schedulers are real
 processes (``dask scheduler`` / ``dask worker``), killed by pid. The heavy version, on larger
 data, is ``python -m tools.fault_matrix``.
@@ -20,7 +21,7 @@ import time
 import dask
 import numpy as np
 import pytest
-from helpers import ExternalCluster, dataset_store
+from helpers import ExternalCluster, assert_covered, dataset_store, solvers
 
 from daskauc import (
     LSAUC,
@@ -44,13 +45,33 @@ from daskauc import (
 )
 from daskauc.data import open_dataset
 
-ESTIMATORS = {"nsauc": lambda: PairwiseHingeSGD(n_epochs=2, random_state=0),
-              "spam": lambda: SPAM(n_epochs=2, random_state=0),
-              "oam": lambda: OAM(n_epochs=2, random_state=0),
-              "newton": lambda: RankSVM(C=1.0), "lsauc": LSAUC,
-              "kmeans": lambda: MiniBatchKMeans(6, n_epochs=2, batch_size=500, random_state=0)}
-FAMILIES = [*ESTIMATORS, "embedding"]
-SOLVERS = ["nsauc", "spam", "oam", "newton", "lsauc"]
+#: the matrix's solver families, by the registered solver each fits with: the family's name
+#: and a quick estimator on that solver
+FAMILY_OF_SOLVER = {
+    "pairwise_hinge_sgd": ("nsauc", lambda: PairwiseHingeSGD(n_epochs=2, random_state=0)),
+    "spam": ("spam", lambda: SPAM(n_epochs=2, random_state=0)),
+    "oam": ("oam", lambda: OAM(n_epochs=2, random_state=0)),
+    "prsvm_newton": ("newton", lambda: RankSVM(C=1.0)),
+    "lsauc": ("lsauc", LSAUC),
+}
+_LS_CHAIN = ("a stochastic least-squares chain as spam's (the same epoch driver, store reads "
+             "and model writes): spam stands for it; its task keys are in KEY_FAMILIES")
+_KERNEL = ("KernelAUC (its route, centres and width search) is no family of the matrix yet: "
+           "tools/fault_matrix.CLASS_OF needs its class first; its task keys are in "
+           "KEY_FAMILIES")
+#: registered solvers that are no family of the matrix, and why
+NOT_A_FAMILY = {
+    "twopass_auc": _LS_CHAIN, "opauc": _LS_CHAIN, "solam": _LS_CHAIN, "spdam": _LS_CHAIN,
+    "univariate_sgd": "a stochastic chain over the epoch driver, store reads and model writes "
+                      "of nsauc, oam and spam, which stand for it; its task keys are in "
+                      "KEY_FAMILIES",
+    "kernel_pairwise_newton": _KERNEL, "kernel_lsauc": _KERNEL,
+}
+REGISTERED = solvers()
+ESTIMATORS = {family: make for name, (family, make) in FAMILY_OF_SOLVER.items()
+              if name in REGISTERED}
+ESTIMATORS["kmeans"] = lambda: MiniBatchKMeans(6, n_epochs=2, batch_size=500, random_state=0)
+FAMILIES = [*ESTIMATORS, "embedding"]  # k-means and the embedding write: no solver
 
 
 def _embed(path, out=None):
@@ -382,20 +403,37 @@ def test_an_embedding_write_killed_mid_write_leaves_nothing_that_opens(tmp_path)
 # ----------------------------------------------------------------- task keys
 
 
+#: registered solver -> its task-key cases beside the matrix's families: name -> estimator
+KEY_CASES = {
+    "spdam": {"spdam": lambda: SPDAM(n_epochs=2, random_state=0)},
+    "solam": {"solam": lambda: SOLAM(n_epochs=2, random_state=0)},
+    "opauc": {"opauc": lambda: OPAUC(n_epochs=2, random_state=0)},
+    "twopass_auc": {"twopass": lambda: TwoPassAUC(n_epochs=2, random_state=0)},
+    "univariate_sgd": {"univariate": lambda: UnivariateAUC(n_epochs=2, random_state=0)},
+    "prsvm_newton": {"newton-auto-C": lambda: RankSVM()},
+    "pairwise_hinge_sgd": {
+        "nsauc-preset": lambda: NSAUC(n_landmarks=16, n_epochs=2, random_state=0)},
+    # "auto" takes the kernel route on these small stores (the embedding route would fit
+    # with prsvm_newton, whose keys are tested too)
+    "kernel_pairwise_newton": {
+        "kernel": lambda: KernelAUC(n_centres=16, gamma=0.1, lam=1e-3)},
+    "kernel_lsauc": {"kernel-lsauc": lambda: KernelAUC(n_centres=16, gamma=0.1, lam=1e-3,
+                                                       loss="least_squares",
+                                                       solver="kernel")},
+}
 #: every family, each on two stores of the same shape in one client: a key is a token of
 #: all its task depends on, so no key may reach the scheduler with a different task
 KEY_FAMILIES = {
     **ESTIMATORS,
-    "spdam": lambda: SPDAM(n_epochs=2, random_state=0),
-    "solam": lambda: SOLAM(n_epochs=2, random_state=0),
-    "opauc": lambda: OPAUC(n_epochs=2, random_state=0),
-    "twopass": lambda: TwoPassAUC(n_epochs=2, random_state=0),
-    "univariate": lambda: UnivariateAUC(n_epochs=2, random_state=0),
-    "newton-auto-C": lambda: RankSVM(),
-    "nsauc-preset": lambda: NSAUC(n_landmarks=16, n_epochs=2, random_state=0),
-    "kernel": lambda: KernelAUC(n_centres=16, gamma=0.1, lam=1e-3),
+    **{case: make for name in REGISTERED for case, make in KEY_CASES.get(name, {}).items()},
     "embedding": lambda: KMeansNystroem(12, random_state=0),
 }
+
+
+def test_every_registered_solver_is_a_family_or_says_why_not_and_has_its_task_keys_tested():
+    assert_covered(REGISTERED, FAMILY_OF_SOLVER, NOT_A_FAMILY, "FAMILY_OF_SOLVER")
+    assert sorted(set(NOT_A_FAMILY) - set(KEY_CASES)) == [], "give them a KEY_CASES entry"
+    assert sorted(set(KEY_CASES) - set(REGISTERED)) == []
 
 
 class _SchedulerWarnings:

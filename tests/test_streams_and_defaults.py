@@ -10,11 +10,13 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from helpers import assert_covered, model_classes
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 
 import daskauc
-from daskauc import NBAUC, NOAM, NSAUC, NSOLAM, OPAUC, SPAM, PairwiseHingeSGD, RankSVM
+from daskauc import NBAUC, NSAUC, OPAUC, SPAM, PairwiseHingeSGD, RankSVM
+from daskauc.estimators.presets import EmbeddedAUCModel
 from daskauc.solvers.newton import prsvm_newton
 
 pytestmark = pytest.mark.usefixtures("threaded_unless_cluster")
@@ -125,29 +127,60 @@ def test_ranksvm_partial_fit_averages_the_batch_optima_by_their_pairs():
         est.partial_fit(X[:, :5], y)
 
 
-@pytest.mark.parametrize("cls", [NSAUC, NBAUC, NOAM, NSOLAM])
+#: the registered presets (an embedding and a linear model: each streams by partial_fit)
+PRESETS = model_classes(lambda cls: issubclass(cls, EmbeddedAUCModel))
+#: presets whose stream is not tested here, and why
+NOT_STREAMED = {
+    "NSVMSGD2": "NSAUC's map and stream without averaging: its last SGD iterate after three "
+                "one-epoch batches was 0.028 below one pass over all rows (measured, "
+                "random_state 0), outside the bound that NSAUC's average meets",
+    "KernelRankSVM": "NBAUC's map (landmarks='all': the first batch's rows) and solver; it "
+                     "streamed within the bound (0.947 against 0.956), but its one-pass fit "
+                     "with every row a landmark made the case 9 s (NBAUC's: 4 s)",
+}
+
+
+def test_every_preset_streams_or_says_why_not():
+    assert_covered(PRESETS, {n for n in PRESETS if n not in NOT_STREAMED}, NOT_STREAMED,
+                   "NOT_STREAMED")
+
+
+def _fitted(fmap) -> dict:
+    """A fitted map's learned attributes (landmarks and projection, or Fourier weights)."""
+    return {k: np.copy(v) for k, v in vars(fmap).items()
+            if k.endswith("_") and isinstance(v, np.ndarray)}
+
+
+@pytest.mark.parametrize("cls", [cls for name, cls in PRESETS.items()
+                                 if name not in NOT_STREAMED], ids=lambda cls: cls.__name__)
 def test_presets_partial_fit_fit_the_map_once_then_stream(cls):
-    """The first batch fits the scaler and the map (at most its rows of landmarks); later
-    batches reuse them unchanged and continue the solver; the stream (one pass over the rows)
-    reaches the AUC of a fit of one pass over all rows (within 0.02 here: the map saw a third
-    of the rows)."""
+    """The first batch fits the scaler and the map (at most its rows of landmarks or
+    features); later batches reuse them unchanged and continue the solver; the stream (one
+    pass over the rows) reaches the AUC of a fit of one pass over all rows (within 0.02 here:
+    the map saw a third of the rows)."""
     X, y = _nonlinear(n=3000)
     Xte, yte = X[2000:], y[2000:]
     X, y = X[:2000], y[:2000]
     m = cls(n_landmarks=80, random_state=0)
     m.partial_fit(X[:700], y[:700], classes=[0, 1])
-    landmarks = m.embedding_.landmarks_.copy()
+    fitted = _fitted(m.embedding_)
+    assert fitted
     mean = m.scaler_.mean_.copy()
     for b in (slice(700, 1400), slice(1400, 2000)):
         m.partial_fit(X[b], y[b])
-    np.testing.assert_array_equal(m.embedding_.landmarks_, landmarks)
+    after = _fitted(m.embedding_)
+    assert after.keys() == fitted.keys()
+    for k, v in fitted.items():
+        np.testing.assert_array_equal(after[k], v, err_msg=k)
     np.testing.assert_array_equal(m.scaler_.mean_, mean)
     assert m.n_iter_ == 3 and list(m.classes_) == [0, 1]
     one_pass = {"n_epochs": 1} if "n_epochs" in cls().get_params() else {}
     full = cls(n_landmarks=80, random_state=0, **one_pass).fit(X, y)
     assert m.score(Xte, yte) > full.score(Xte, yte) - 0.02
     small = cls(n_landmarks=500, random_state=0).partial_fit(X[:300], y[:300])
-    assert small.embedding_.n_components_ <= 300
+    assert small.embedding_.n_components <= 300  # landmarks or Fourier features: the cap
+    assert getattr(small.embedding_, "n_components_", 0) <= 300  # Nystroem: those it kept
+    assert small.transform(X[:5]).shape[1] <= 300
     with pytest.raises(ValueError, match="features"):
         m.partial_fit(X[:, :3], y)
 
