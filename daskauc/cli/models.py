@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import tempfile
@@ -146,10 +147,10 @@ def cmd_fit(args) -> int:
     if args.validation:
         v = open_dataset(args.validation)
         validation = (v.X, v.y)
-        if "validation" in est.fit.__code__.co_varnames:
+        if "validation" in inspect.signature(est.fit).parameters:
             kwargs["validation"] = validation
     if args.checkpoint:
-        if "checkpoint" not in est.fit.__code__.co_varnames or not (
+        if "checkpoint" not in inspect.signature(est.fit).parameters or not (
                 {"n_epochs", "max_iter"} & set(est.get_params())):
             print(f"daskauc fit: error: --checkpoint: {type(est).__name__} has no epochs or "
                   "steps to checkpoint", file=sys.stderr)
