@@ -254,3 +254,25 @@ def test_no_options_reader_refuses_every_option():
     assert dataclasses.fields(NoOptions) == ()
     with pytest.raises(ValueError, match="not an option of store input"):
         options_for(READERS["store"], n_features=3)
+
+
+def test_the_fit_scope_keeps_each_fit_signature():
+    """``reading_once`` wraps every AUC estimator's own ``fit`` and ``partial_fit``: the
+    command line reads their parameters (``checkpoint=``, ``validation=``) from the
+    signature, which must stay the method's own."""
+    import inspect
+
+    from daskauc._registry import MODEL_CLASSES
+    from daskauc.estimators._base import AUCScoreMixin
+
+    models = [c for c in MODEL_CLASSES.values() if issubclass(c, AUCScoreMixin)]
+    assert len(models) >= 15
+    for cls in models:
+        assert getattr(cls.fit, "_reads_once", False), cls  # every model's fit is scoped
+        for name in ("fit", "partial_fit"):
+            method = getattr(cls, name, None)
+            if method is not None:
+                inner = inspect.unwrap(method)
+                assert inspect.signature(method) == inspect.signature(inner), (cls, name)
+    assert "checkpoint" in inspect.signature(daskauc.KernelAUC.fit).parameters
+    assert "validation" in inspect.signature(daskauc.PairwiseHingeSGD.fit).parameters
