@@ -409,10 +409,3 @@ def _onehot_column(feature: str, types: dict) -> str | None:
             return feature[:at]
         at = feature.find("=", at + 1)
     return None
-    at = feature.find("=")
-    while at > 0:
-        t = types.get(feature[:at])
-        if t is not None and arrow_kind(t) == "T":
-            return feature[:at]
-        at = feature.find("=", at + 1)
-    return None
