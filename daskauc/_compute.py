@@ -63,21 +63,52 @@ def compute(*collections, **kwargs):
     (:func:`_callbacks_kept`). Every compute in the package goes through here."""
     import dask
 
+    raise_swallowed_stop()
     flush_releases()
     try:
         with _callbacks_kept(collections, kwargs):
-            return dask.compute(*collections, **kwargs)
+            result = dask.compute(*collections, **kwargs)
     finally:
         flush_releases()
+    raise_swallowed_stop()
+    return result
 
 
 def persist(*collections, **kwargs):
     """``dask.persist`` for daskauc's graphs (see :func:`compute`)."""
     import dask
 
+    raise_swallowed_stop()
     flush_releases()
     with _callbacks_kept(collections, kwargs):
         return dask.persist(*collections, **kwargs)
+
+
+_swallowed_stops: list[BaseException] = []  # a stop Python could not raise where it arrived
+
+
+def keep_swallowed_stop(unraisable, stops: tuple = (KeyboardInterrupt,)) -> bool:
+    """For ``sys.unraisablehook``: keep a ``KeyboardInterrupt`` (or another of ``stops``)
+    that arrived while Python ran a weakref callback or a ``__del__``. Python prints such
+    exceptions ("Exception ignored in ...") and goes on, so a Ctrl-C or SIGTERM landing in
+    a garbage collection was lost and the command ran to its end and exited 0. Kept here,
+    the next :func:`compute` or :func:`persist` in the main thread raises it.
+    True when it was kept."""
+    if isinstance(unraisable.exc_value, stops):
+        _swallowed_stops[:] = [unraisable.exc_value]
+        return True
+    return False
+
+
+def forget_swallowed_stop() -> None:
+    """Drop a kept stop (a new command starts)."""
+    _swallowed_stops.clear()
+
+
+def raise_swallowed_stop() -> None:
+    """Raise (once) a stop kept by :func:`keep_swallowed_stop`, in the main thread only."""
+    if _swallowed_stops and threading.current_thread() is threading.main_thread():
+        raise _swallowed_stops.pop()
 
 
 _callbacks_lock = threading.Lock()

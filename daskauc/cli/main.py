@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import sys
 import threading
 import warnings
 
+from .._compute import forget_swallowed_stop, keep_swallowed_stop, raise_swallowed_stop
 from ..store.urls import StorageUnreachableError
 from .options import _storage_options
 from .parser import build_parser
@@ -61,6 +63,13 @@ def _raise_terminated(signum, frame):
     raise _Terminated()
 
 
+_STOPS = (KeyboardInterrupt, _Terminated)
+
+
+def _stop_word(stop: BaseException) -> str:
+    return "terminated (SIGTERM)" if isinstance(stop, _Terminated) else "interrupted"
+
+
 _FILE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT,
                           errno.ENOENT, errno.EEXIST, errno.EISDIR, errno.ENOTDIR, errno.EIO,
                           errno.EFBIG, errno.ENAMETOOLONG, errno.ENOTEMPTY, errno.EMFILE})
@@ -79,9 +88,19 @@ def main(argv: list[str] | None = None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous_hook = sys.unraisablehook
+    forget_swallowed_stop()
+    sys.unraisablehook = functools.partial(_keep_stops, previous_hook)
     try:
         with _storage_options(args):
-            return int(args.func(args) or 0)
+            status = int(args.func(args) or 0)
+        try:
+            raise_swallowed_stop()
+        except _STOPS as stop:
+            print(f"daskauc {args.command}: {_stop_word(stop)} as it finished; its output is "
+                  "complete", file=sys.stderr)
+            return 143 if isinstance(stop, _Terminated) else 130
+        return status
     except KeyboardInterrupt:
         print(f"daskauc {args.command}: interrupted; nothing was saved by the interrupted "
               "step", file=sys.stderr)
@@ -106,8 +125,16 @@ def main(argv: list[str] | None = None) -> int:
               "by the interrupted step", file=sys.stderr)
         return 3
     finally:
+        sys.unraisablehook = previous_hook
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _keep_stops(previous_hook, unraisable) -> None:
+    """A Ctrl-C or SIGTERM that Python could not raise (it arrived in a garbage collection's
+    callback) is kept for the next compute; anything else goes to the previous hook."""
+    if not keep_swallowed_stop(unraisable, _STOPS):
+        previous_hook(unraisable)
 
 
 
