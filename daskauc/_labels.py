@@ -181,7 +181,7 @@ def check_X_y(X, y, *, dtype=None, pos_label=None, positive_classes=None, chunk_
         ds = open_path(X)
         X, y = ds.X, ds.y
         stored_classes = store_classes(ds.attrs)
-    Xd = as_row_chunked(X, dtype=dtype, chunk_rows=chunk_rows)
+    Xd = as_row_chunked(X, dtype=dtype, chunk_rows=chunk_rows, sparse=True)
     if y is None:
         raise ValueError("This estimator requires y to be passed, but the target y is None: "
                          "pass labels, or a dataset store path as X")
@@ -208,7 +208,7 @@ def validation_set(X_val, y_val, n_features: int):
         return None, None
     if y_val is None:
         raise ValueError("X_val was given without y_val")
-    Xv = as_row_chunked(X_val, name="X_val")
+    Xv = as_row_chunked(X_val, name="X_val", sparse=True)
     if Xv.shape[1] != n_features:
         raise ValueError(f"X_val has {Xv.shape[1]} columns but X has {n_features}")
     yv, _ = as_labels(y_val, name="y_val")

@@ -40,6 +40,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from ._sparse import is_sparse, is_sparse_dask, is_sparse_frame
 from .store.dataset import Dataset, open_dataset
 from .store.protocol import is_url, nothing_at, resolve_path, store_exists, stored_kind
 
@@ -406,3 +407,16 @@ class StoreBlocks:
             raise ValueError(f"{self.label}: X[{start + r}, {c}] is {X[r, c]}; impute or "
                              "drop the non-finite values first")
         return X, None
+
+
+def is_sparse_input(X: Any) -> bool:
+    """True for sparse rows: a scipy sparse matrix, a sparse pandas frame, a dask array of
+    sparse blocks, or the path of a sparse dataset store."""
+    if is_sparse(X) or is_sparse_frame(X) or is_sparse_dask(X):
+        return True
+    if isinstance(X, (str, os.PathLike)):
+        try:
+            return is_sparse_dask(open_path(X).X)
+        except Exception:  # noqa: BLE001 - not a readable store: the fit says why
+            return False
+    return False

@@ -99,18 +99,38 @@ SOLVERS: dict[str, SolverEntry] = {}
 SOLVER_KINDS = ("stochastic", "newton", "least-squares")
 
 
+def _dense_only(function: Callable) -> Callable:
+    """``function`` refusing sparse ``X`` (its first argument) by name."""
+    import functools
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        from ._readers import is_sparse_input
+
+        X = args[0] if args else kwargs.get("X")
+        if is_sparse_input(X):
+            raise TypeError(f"{function.__name__} reads dense rows only; X holds sparse rows "
+                            "(see the solvers tagged 'sparse')")
+        return function(*args, **kwargs)
+
+    return call
+
+
 def solver(*, kind: str, states: tuple[type, ...] = (), tags=(),
-           params: Mapping[str, object] | None = None):
+           params: Mapping[str, object] | None = None, sparse: bool = False):
     """Register a solver function under its name (a decorator): its kind, the state classes
     it threads (:class:`SolverEntry`), tags, and its parameter table ``params``
     (``name: constraint``), which every call outside ``params_checked()`` is checked against
     (:func:`daskauc._params.checks`): the one place a solver says what its parameters may be.
+    ``sparse``: it reads sparse rows (CSR blocks); otherwise sparse ``X`` is a ``TypeError``
+    before any work (tag ``"sparse"``).
     """
     if kind not in SOLVER_KINDS:
         raise ValueError(f"kind must be one of {SOLVER_KINDS}; got {kind!r}")
+    tags = (*tags, "sparse") if sparse else tuple(tags)
 
     def register(function: Callable) -> Callable:
-        checked = checks(params or {})(function)
+        checked = checks(params or {})(function if sparse else _dense_only(function))
         entry = SolverEntry(function.__name__, checked, kind, tuple(states), frozenset(tags),
                             checked.params)
         if SOLVERS.setdefault(entry.name, entry).function is not checked:

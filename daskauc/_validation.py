@@ -25,7 +25,16 @@ import numpy as np
 
 from . import _config
 from ._compute import compute
-from ._readers import open_path, opened_attrs
+from ._readers import is_sparse_input, open_path, opened_attrs
+from ._sparse import (
+    canonical_blocks,
+    canonical_csr,
+    frame_as_csr,
+    is_sparse,
+    is_sparse_dask,
+    is_sparse_frame,
+    sparse_row_blocks,
+)
 from .store.dataset import is_zarr_array
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -194,14 +203,28 @@ def as_row_chunked(
     dtype=None,
     chunk_rows: int | None = None,
     check_finite_values: bool = True,
+    sparse: bool = False,
 ) -> da.Array:
     """Return ``X`` as a 2-D dask array chunked along rows only, float32 or float64.
 
     Accepts a numpy array, a dask array, a ``zarr.Array``, or the path of a daskauc dataset
     or embedding store (its ``X``). Integer and boolean data become float64. Dask input must
     have known chunk sizes. Non-finite values raise when the data is read.
+
+    With ``sparse=True`` (a caller that reads CSR blocks), sparse rows (a scipy sparse
+    matrix, a sparse pandas frame, a dask array of sparse blocks, a sparse store) give a
+    dask array of canonical CSR blocks (:mod:`daskauc._sparse`); otherwise they are a
+    ``TypeError`` that says so.
     """
-    reject_sparse(X, name)
+    if is_sparse_frame(X):
+        X = frame_as_csr(X)
+    if is_sparse(X) and not sparse:
+        reject_sparse(X, name)
+    if is_sparse(X):
+        check_2d(X.shape, name)
+        check_not_empty(X.shape, name)
+        return sparse_row_blocks(X, chunk_rows, name=name, dtype=dtype,
+                                 check_finite=check_finite_values)
     if is_store_path(X):
         X = open_path(X, what=name).X
     elif is_zarr_array(X):
@@ -218,6 +241,11 @@ def as_row_chunked(
                 "dask dataframe); call X.compute_chunk_sizes() or use to_dask_array(lengths=True)"
             )
         check_not_empty(X.shape, name)
+        if is_sparse_dask(X):
+            if not sparse:
+                reject_sparse(X, name)
+            X = canonical_blocks(X, name=name, dtype=dtype, check_finite=check_finite_values)
+            return X if chunk_rows is None else X.rechunk({0: int(chunk_rows)})
         target = float_dtype(X.dtype, name, dtype)
         if X.dtype != target:
             X = X.astype(target)
@@ -268,7 +296,7 @@ SPARSE_ADVICE = (
 
 
 def reject_sparse(X, name: str = "X") -> None:
-    """Sparse matrices are not read (every solver streams dense row blocks): say so, rather
+    """Sparse matrices are not read here (a step that needs dense rows): say so, rather
     than failing on an object dtype."""
     if hasattr(X, "tocsr") and hasattr(X, "nnz"):
         from dask.utils import format_bytes
@@ -276,8 +304,23 @@ def reject_sparse(X, name: str = "X") -> None:
         n, d = X.shape
         raise TypeError(
             f"{name} is a sparse {type(X).__name__} of {n:,} x {d:,} ({X.nnz:,} non-zero; "
-            f"{format_bytes(8 * n * d)} dense); daskauc reads dense rows: pass "
+            f"{format_bytes(8 * n * d)} dense); this step reads dense rows: pass "
             f"{name}.toarray() when that fits in memory. {SPARSE_ADVICE}")
+
+
+def check_sparse_accepted(est, X: Any, name: str = "X") -> None:
+    """Sparse ``X`` for an estimator whose ``_sparse_rows`` is False is a ``TypeError`` that
+    says why it needs dense rows and which estimators read sparse ones."""
+    if getattr(type(est), "_sparse_rows", False) or not is_sparse_input(X):
+        return
+    from ._registry import MODEL_CLASSES
+
+    readers = sorted(n for n, c in MODEL_CLASSES.items() if getattr(c, "_sparse_rows", False))
+    why = getattr(type(est), "_dense_only", "it works on dense rows")
+    raise TypeError(
+        f"{name} holds sparse rows; {type(est).__name__} reads dense rows only ({why}). "
+        + (f"These read sparse rows: {', '.join(readers)}. Or: " if readers else "")
+        + SPARSE_ADVICE)
 
 
 def check_not_empty(shape, name: str = "X", min_samples: int = 1) -> None:
@@ -466,6 +509,7 @@ def check_predict_X(est, X: Any, *, dtype=None):
     row-chunked dask array (so each method returns the input's kind). The number of features
     (and, for a dataframe, the column names) must be those seen by ``fit``.
     """
+    check_sparse_accepted(est, X)
     if is_lazy_input(X):
         if is_dask_frame(X) or (is_store_path(X) and getattr(est, "feature_names_in_", None)
                                 is not None and feature_names_of(X) is not None):
@@ -473,7 +517,11 @@ def check_predict_X(est, X: Any, *, dtype=None):
         if getattr(est, "input_map_sha256_", None) is not None:
             location, attrs = store_of(X)
             check_input_map(est, attrs, location)
-        Xv = as_row_chunked(X, dtype=dtype)
+        Xv = as_row_chunked(X, dtype=dtype, sparse=True)
+    elif is_sparse(X) or is_sparse_frame(X):
+        _check_feature_names(est, X)
+        Xv = canonical_csr(frame_as_csr(X) if is_sparse_frame(X) else X, dtype=dtype)
+        check_2d(Xv.shape)
     else:
         _check_feature_names(est, X)
         Xv = as_numpy_rows(X, dtype=dtype)

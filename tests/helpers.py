@@ -1,5 +1,7 @@
 """Small tools shared by several test modules (not oracles: those live in ``reference``)."""
 
+import contextlib
+
 import numpy as np
 from dask.callbacks import Callback
 
@@ -153,3 +155,34 @@ def damaged_parquet(table, path, column: str) -> str:
         f.seek(end - 1)
         f.write(bytes([last ^ 1]))
     return str(path)
+
+
+@contextlib.contextmanager
+def no_dense_rows(max_cells: int = 4096):
+    """Fail if a sparse matrix of more than ``max_cells`` cells is made dense inside the block
+    (``toarray``, ``todense``, ``.A``, ``np.asarray`` through them): the sparse path must never
+    hold rows x features. Small products (a d-vector, a K x K block) stay allowed."""
+    import scipy.sparse
+
+    classes = {c for name in dir(scipy.sparse) for c in
+               getattr(getattr(scipy.sparse, name), "__mro__", ())
+               if c.__module__.startswith("scipy.sparse")}
+    originals = []
+
+    def guarded(method, what):
+        def wrapper(self, *args, **kwargs):
+            if self.shape[0] * self.shape[1] > max_cells:
+                raise AssertionError(f"{what} of a {self.shape} sparse matrix on the sparse path")
+            return method(self, *args, **kwargs)
+        return wrapper
+
+    for cls in classes:
+        for what in ("toarray", "todense", "__array__"):
+            if what in cls.__dict__:
+                originals.append((cls, what, cls.__dict__[what]))
+                setattr(cls, what, guarded(cls.__dict__[what], what))
+    try:
+        yield
+    finally:
+        for cls, what, method in originals:
+            setattr(cls, what, method)

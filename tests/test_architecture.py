@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "daskauc"
 #: floor may import each other (no circles); above it, a unit imports only its own modules
 #: and lower floors.
 FLOORS = [
-    ("ground", {"_config", "_version", "_compute", "store", "_validation", "_gaussian",
+    ("ground", {"_config", "_version", "_compute", "_sparse", "store", "_validation", "_gaussian",
                 "_arrays", "_registry", "_docs", "_labels", "_params", "_readers"}),
     ("engine", {"engine", "metrics"}),
     ("rooms", {"data", "embed", "solvers"}),

@@ -45,7 +45,7 @@ def test_shape_and_type_errors_use_scikit_learns_words(make):
         make().fit(X[:, :0], y)
     with pytest.raises(ValueError, match="Complex data not supported"):
         make().fit(X + 1j, y)
-    with pytest.raises(TypeError, match="sparse csr_matrix of .* daskauc reads dense rows"):
+    with pytest.raises(TypeError, match="sparse .*reads dense rows"):
         make().fit(sp.csr_matrix(X), y)
     obj = X.astype(object)
     make().fit(obj, y)  # numbers held as objects are numbers

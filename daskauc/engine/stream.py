@@ -50,6 +50,7 @@ from dask.highlevelgraph import HighLevelGraph
 from .. import _config
 from .._compute import compute, threads_here
 from .._compute import share as share_constant
+from .._sparse import is_sparse
 from .chain_plan import (
     Placement,
     assign_visits,
@@ -274,7 +275,8 @@ class BlockReader:
         from ..store.rawchunks import reusing_buffers
 
         with reusing_buffers():
-            return np.asarray(get_sync(self.graph, self.key))
+            block = get_sync(self.graph, self.key)
+        return block if is_sparse(block) else np.asarray(block)
 
 
 def _task_groups(visits: list[int], per_task: int, where: list | None = None

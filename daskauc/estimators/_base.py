@@ -22,7 +22,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .._readers import reading_once
-from .._validation import check_predict_X, is_lazy_input, is_store_path
+from .._validation import (
+    check_predict_X,
+    check_sparse_accepted,
+    is_lazy_input,
+    is_store_path,
+)
 from ..composite.calibration import (
     calibrate,
     predict_block,
@@ -37,6 +42,7 @@ def _reading_once(method):
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         with reading_once():
+            check_sparse_accepted(self, args[0] if args else kwargs.get("X"))
             return method(self, *args, **kwargs)
 
     call._reads_once = True
@@ -51,6 +57,11 @@ class AUCScoreMixin:
     end of ``fit``; a model whose calibration lives elsewhere (the presets) overrides
     ``decision_function`` and ``calibration_slope_`` instead.
     """
+
+    #: whether ``fit`` / ``partial_fit`` / ``predict`` read sparse rows (CSR blocks,
+    #: :mod:`daskauc._sparse`); a class that does not says why in ``_dense_only``
+    _sparse_rows = False
+    _dense_only = "its solver works on dense row blocks"
 
     def __init_subclass__(cls, **kwargs):
         """A subclass's own ``fit`` and ``partial_fit`` open a store path once

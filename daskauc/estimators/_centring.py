@@ -17,6 +17,7 @@ compute); ``center_`` is zero otherwise and the rows are used as they are (so we
 data give the same result as before, bit for bit). ``coef_`` applies to the rows as given.
 Lazy rows are centred as the solver reads them; rows held in memory (numpy input, persisted
 dask arrays) become a centred copy held in memory, since a chain reads those directly.
+Sparse rows are never centred (``center_`` stays zero): ``x - mean`` would be dense.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from .. import _config
 from .._compute import compute, persist
+from .._sparse import is_sparse_dask, sparse_squares
 from .._validation import check_finite, check_finite_block, without_finite_check
 from ..composite.calibration import calibration_blocks
 from ..engine.chain_plan import is_materialized
@@ -34,6 +36,8 @@ from ..engine.chain_plan import is_materialized
 def dominant_mean(Xd: da.Array, *, all_rows: bool) -> np.ndarray:
     """The rows' mean when it dominates their spread (``||mean||^2 > mean ||x - mean||^2``),
     else zeros: from every row, or from a bounded sample of whole chunks (one compute)."""
+    if is_sparse_dask(Xd):  # never centred: x - mean would be dense
+        return np.zeros(Xd.shape[1])
     rows = _sample(Xd, all_rows)
     total, squares = compute(rows.sum(axis=0, dtype=np.float64),
                                   da.einsum("ij,ij->", rows, rows, dtype=np.float64))
@@ -46,6 +50,10 @@ def mean_sq_norm(Xd: da.Array, *, all_rows: bool) -> float:
     """Mean squared row norm ``(1/n) sum ||x||^2``, from every row or from the bounded sample
     of whole chunks the calibration uses (one compute): step sizes scale with it."""
     rows = _sample(Xd, all_rows)
+    if is_sparse_dask(rows):
+        squares = rows.map_blocks(sparse_squares, drop_axis=1, chunks=((1,) * rows.numblocks[0],),
+                                  dtype=np.float64, meta=np.empty((0,)), token="daskauc-squares")
+        return float(compute(squares.sum())[0]) / rows.shape[0]
     return float(compute(da.einsum("ij,ij->", rows, rows, dtype=np.float64))[0]) / rows.shape[0]
 
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
+from .._sparse import is_sparse
+
 
 def scores_block(block: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    """``block @ coef`` in the block's float dtype (float32 stays float32)."""
+    """``block @ coef`` in the block's float dtype (float32 stays float32); a sparse block
+    multiplies its non-zeros only."""
+    if is_sparse(block):
+        return np.asarray(block @ coef.astype(block.dtype)).ravel()
     block = np.asarray(block)
     dtype = block.dtype if block.dtype in (np.float32, np.float64) else np.float64
     return block.astype(dtype, copy=False) @ coef.astype(dtype)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._sparse import is_sparse
 from .stats import ClassStats, ls_objective
 
 
@@ -21,7 +22,10 @@ def row_order(seed: np.random.SeedSequence | None, n_rows: int) -> np.ndarray:
 
 
 def as_block(Xb) -> np.ndarray:
-    """A chunk as a C-contiguous float32/float64 array (read-only is fine)."""
+    """A chunk as a C-contiguous float32/float64 array (read-only is fine); a sparse chunk
+    as it comes (canonical CSR of a float dtype: :mod:`daskauc._sparse`)."""
+    if is_sparse(Xb):
+        return Xb
     Xb = np.asarray(Xb)
     if Xb.dtype not in (np.float32, np.float64):
         Xb = Xb.astype(np.float64)

@@ -40,6 +40,7 @@ from .._compute import compute
 from .._labels import check_X_y
 from .._params import NON_NEGATIVE, Options, checks
 from .._registry import solver
+from .._sparse import is_sparse
 from ._graphs import tree_sum
 from ._result import SolverResult
 
@@ -250,11 +251,24 @@ def _max_norm(Xc: np.ndarray) -> float:
 
 
 def _chunk_means(Xb, yb) -> ClassMeans:
+    if is_sparse(Xb):
+        return _sparse_chunk_means(Xb, yb)
     Xb, pos = _split(Xb, yb)
     sq = np.einsum("ij,ij->i", Xb, Xb, dtype=np.float64)
     Xp, Xn = Xb[pos], Xb[~pos]
     return ClassMeans(int(Xp.shape[0]), int(Xn.shape[0]),
                       Xp.sum(axis=0, dtype=np.float64), Xn.sum(axis=0, dtype=np.float64),
+                      float(np.sqrt(sq[pos].max())) if pos.any() else 0.0,
+                      float(np.sqrt(sq[~pos].max())) if (~pos).any() else 0.0,
+                      float(sq.sum()))
+
+
+def _sparse_chunk_means(Xb, yb) -> ClassMeans:
+    """:func:`_chunk_means` of a CSR block: sums over the non-zeros (dense (d,) sums)."""
+    pos = np.asarray(yb) > 0
+    sq = np.asarray(Xb.multiply(Xb).sum(axis=1), dtype=np.float64).ravel()
+    sums = [np.asarray(Xb[rows].sum(axis=0), dtype=np.float64).ravel() for rows in (pos, ~pos)]
+    return ClassMeans(int(pos.sum()), int((~pos).sum()), sums[0], sums[1],
                       float(np.sqrt(sq[pos].max())) if pos.any() else 0.0,
                       float(np.sqrt(sq[~pos].max())) if (~pos).any() else 0.0,
                       float(sq.sum()))
