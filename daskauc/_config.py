@@ -57,6 +57,12 @@ MAX_CHUNK_ROWS = 200_000
 DENSE_MAX_BYTES = 2**30
 DENSE_MAX_RATIO = 100
 
+#: LIBSVM text with ``rows="auto"`` is stored sparse (CSR row chunks) when its dense matrix
+#: would take more than SPARSE_ROWS_MIN_BYTES (one chunk) and fewer than
+#: SPARSE_ROWS_MAX_DENSITY of its entries are non-zero; dense otherwise
+SPARSE_ROWS_MIN_BYTES = 64 * 2**20
+SPARSE_ROWS_MAX_DENSITY = 0.1
+
 #: the longest line a text ingest reads (without its newline). Lines are held whole in
 #: memory; a file without line breaks (binary data, one giant record) would otherwise be
 #: read until memory runs out. A dense row of 64 MiB of text holds millions of values.

@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-dense", action="store_true",
                    help="LIBSVM: write the dense matrix even when it is over 1 GiB and 100x "
                    "the non-zeros read (one huge feature index); refused otherwise")
+    p.add_argument("--rows", default="auto", choices=["auto", "sparse", "dense"],
+                   help="LIBSVM: keep the rows sparse (CSR chunks) or dense; auto: sparse when "
+                   "the dense matrix would be over 64 MiB and under 10%% non-zero")
     p.add_argument("--seed", type=int, default=0, help="random seed of shuffle and split")
     p.add_argument("--split", nargs=2, metavar=("TRAIN", "TEST"), default=None,
                    help="also write a stratified train/test split to these stores")

@@ -15,7 +15,7 @@ def cmd_ingest(args) -> int:
     kwargs = dict(format=args.format, n_features=args.n_features, pos_label=args.pos_label,
                   label_column=args.label_column, delimiter=args.delimiter, dtype=args.dtype,
                   chunk_rows=args.chunk_rows, shuffle=args.shuffle, random_state=args.seed,
-                  overwrite=args.overwrite, allow_dense=args.allow_dense)
+                  overwrite=args.overwrite, allow_dense=args.allow_dense, rows=args.rows)
     if args.positive_classes:
         kwargs["positive_classes"] = [_parse_value(v) for v in args.positive_classes.split(",")]
     if args.label is not None:

@@ -24,8 +24,9 @@ import numpy as np
 from numba import njit
 
 #: status codes returned by the parse kernels (negative: an error in the text).
-DONE, FULL, SLOW_FULL = 0, 1, 2
-E_INDEX, E_COLON, E_RANGE, E_ZERO, E_EMPTY, E_NCOLS = -1, -2, -3, -4, -5, -6
+DONE, FULL, SLOW_FULL, NNZ_FULL = 0, 1, 2, 3
+E_INDEX, E_COLON, E_RANGE, E_ZERO, E_EMPTY, E_NCOLS, E_ORDER, E_DUPLICATE = (
+    -1, -2, -3, -4, -5, -6, -7, -8)
 
 _P10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
 _MAX_EXACT = 2**53
@@ -221,6 +222,133 @@ def _parse_libsvm(
                 stats[2] = k + 1
         row_line[r] = line
         r += 1
+        pos = e + 1
+        line += 1
+    return n, r, line, DONE, 0
+
+
+@njit(nogil=True, cache=True)
+def _parse_libsvm_csr(
+    buf,  # IN  uint8[:]   complete lines
+    indptr,  # OUT int64[:] row pointers of rows row0.. (indptr[row0] set by the caller)
+    indices,  # OUT int32/int64[:] column of each stored value
+    data,  # OUT float[:] stored values
+    label_span,  # OUT int64[:, 2] byte span of each row's label
+    row_line,  # OUT int64[:]  line number (0-based, whole file) of each row
+    slow,  # OUT int64[:, 4] (position in data, col, start, end) of values for Python
+    stats,  # INOUT int64[5] as in _parse_libsvm
+    start,
+    row0,
+    line0,
+    index_base,
+    n_features,
+    resume,  # -1: ``start`` is a line start; >= 0: a token of row ``row0``'s line, whose
+    #          values so far are data[indptr[row0]:indptr[row0 + 1]]
+):
+    """:func:`_parse_libsvm` into CSR arrays: row ``r``'s values go to
+    ``data[indptr[r]:indptr[r + 1]]``. Indices must increase strictly within a row
+    (``E_ORDER`` for a smaller one, ``E_DUPLICATE`` for a repeated one). NNZ_FULL: ``data``
+    cannot hold the next value; as for SLOW_FULL, ``pos`` is then the token to resume at and
+    ``indptr[row + 1]`` the end of the row's values so far: the driver grows ``indices`` and
+    ``data`` and calls again with ``resume=0``."""
+    n = buf.shape[0]
+    d_cap = data.shape[0]
+    cap = slow.shape[0]
+    pos = start
+    r = row0
+    line = line0
+    mid_row = resume >= 0
+    k = indptr[r]
+    last = -1
+    if mid_row:
+        k = indptr[r + 1]
+        last = indices[k - 1] if k > indptr[r] else -1
+    while pos < n:
+        e = _line_end(buf, pos, n)
+        ce = _content_end(buf, pos, e)
+        p = pos
+        if not mid_row:
+            while p < ce and _is_ws(buf[p]):
+                p += 1
+            if p >= ce:  # blank or comment-only line
+                pos = e + 1
+                line += 1
+                continue
+            if r >= row_line.shape[0]:
+                return pos, r, line, FULL, 0
+            ls = p
+            while p < ce and not _is_ws(buf[p]):
+                p += 1
+            label_span[r, 0] = ls
+            label_span[r, 1] = p
+            k = indptr[r]
+            last = -1
+        mid_row = False
+        while True:
+            while p < ce and _is_ws(buf[p]):
+                p += 1
+            if p >= ce:
+                break
+            ts = p
+            while p < ce and buf[p] != _COLON and not _is_ws(buf[p]):
+                p += 1
+            if p >= ce or buf[p] != _COLON:
+                return pos, r, line, E_COLON, ts
+            if p - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
+                while p < ce and not _is_ws(buf[p]):  # 'qid:<value>' is ignored
+                    p += 1
+                continue
+            if p == ts:
+                return pos, r, line, E_INDEX, ts
+            idx = 0
+            for q in range(ts, p):
+                c = buf[q]
+                if c < 48 or c > 57 or idx > 1_000_000_000_000:
+                    return pos, r, line, E_INDEX, ts
+                idx = idx * 10 + (c - 48)
+            p += 1
+            vs = p
+            while p < ce and not _is_ws(buf[p]):
+                p += 1
+            if p == vs:
+                return pos, r, line, E_EMPTY, ts
+            col = idx - index_base
+            if col < 0:
+                return pos, r, line, E_ZERO, ts
+            if col >= n_features:
+                return pos, r, line, E_RANGE, ts
+            if col == last:
+                return pos, r, line, E_DUPLICATE, ts
+            if col < last:
+                return pos, r, line, E_ORDER, ts
+            if k >= d_cap:  # resume at this token once the driver has grown data
+                indptr[r + 1] = k
+                return ts, r, line, NNZ_FULL, 0
+            v, ok = _parse_number(buf, vs, p)
+            if not ok and stats[2] >= cap:  # resume at this token once `slow` is emptied
+                indptr[r + 1] = k
+                return ts, r, line, SLOW_FULL, 0
+            if idx > stats[0]:
+                stats[0] = idx
+                stats[4] = line
+            if idx < stats[1]:
+                stats[1] = idx
+            stats[3] += 1
+            indices[k] = col
+            if ok:
+                data[k] = v
+            else:
+                j = stats[2]
+                slow[j, 0] = k
+                slow[j, 1] = col
+                slow[j, 2] = vs
+                slow[j, 3] = p
+                stats[2] = j + 1
+            k += 1
+            last = col
+        row_line[r] = line
+        r += 1
+        indptr[r] = k
         pos = e + 1
         line += 1
     return n, r, line, DONE, 0

@@ -19,12 +19,12 @@ import numpy as np
 from .. import _compute, _config
 from .._params import Interval, check_param, seed_sequence
 from .._readers import NoOptions, Probe, Reader, StoreTarget, reader_for, register_reader
+from .._sparse import is_sparse, is_sparse_dask, is_sparse_frame
 from .._validation import (
     as_row_chunked,
     check_not_empty,
     frame_values,
     is_dask_frame,
-    reject_sparse,
 )
 from ..store.dataset import Dataset, open_dataset
 from ..store.write import check_writable, writing_store
@@ -78,6 +78,18 @@ class FrameReader(_ArrayReader):
     @classmethod
     def detect(cls, probe: Probe) -> bool:
         return is_dask_frame(probe.source)
+
+
+@register_reader
+class SparseReader(_ArrayReader):
+    """A scipy sparse matrix or array, or a pandas frame of sparse columns: written as a
+    sparse store (CSR row chunks, :mod:`daskauc.store.sparse`)."""
+
+    name = "sparse"
+
+    @classmethod
+    def detect(cls, probe: Probe) -> bool:
+        return not probe.is_path and (is_sparse(probe.source) or is_sparse_frame(probe.source))
 
 
 @register_reader
@@ -146,7 +158,6 @@ def ingest_array(
     if dtype is not None:
         dtype = np.dtype(dtype)
     check_common(dtype or np.float64, chunk_rows, overwrite, store, shuffle)
-    reject_sparse(X)
     reader = reader_for(X)
     if not issubclass(reader, _ArrayReader):
         raise TypeError(f"ingest_array writes arrays; {os.fspath(X)!r} is {reader.name} input: "
@@ -170,6 +181,9 @@ def ingest_array(
     target = StoreTarget(store=store, dtype=dtype, chunk_rows=chunk_rows, shuffle=shuffle,
                          random_state=seed, overwrite=overwrite, pos_label=pos_label,
                          positive_classes=positive_classes, storage_options=None)
+    if reader.name == "sparse":  # validated (canonical, finite) as it is cut into chunks
+        X = as_row_chunked(X, dtype=dtype, chunk_rows=chunk_rows, sparse=True)
+        base_attrs["source_format"] = "scipy.sparse"
     write = _write_dask if isinstance(X, da.Array) or isinstance(y, da.Array) else _write_numpy
     return write(X, y, target, base_attrs)
 
@@ -179,15 +193,19 @@ def _write_dask(X, y, target: StoreTarget, base_attrs: dict) -> Dataset:
     values found first, a shuffle by :func:`dask.array.shuffle`."""
     store, dtype, chunk_rows, seed = target.store, target.dtype, target.chunk_rows, \
         target.random_state
-    Xd = as_row_chunked(X, check_finite_values=False)  # finiteness checked when written
-    if dtype is not None and Xd.dtype != dtype:  # a value that overflows dtype named
+    Xd = as_row_chunked(X, check_finite_values=False, sparse=True)  # checked when written
+    sparse = is_sparse_dask(Xd)
+    if sparse:
+        Xd = as_row_chunked(Xd, dtype=dtype, sparse=True)  # cast and checked block by block
+    elif dtype is not None and Xd.dtype != dtype:  # a value that overflows dtype named
         Xd = Xd.map_blocks(_cast_block, dtype, dtype=dtype, token="daskauc-cast")
     yd = y if isinstance(y, da.Array) else da.from_array(np.asarray(y), chunks=-1)
     if yd.ndim == 2 and yd.shape[1] == 1:
         yd = yd.ravel()
     if yd.ndim != 1 or yd.shape[0] != Xd.shape[0]:
         raise ValueError(f"y must be 1-D with {Xd.shape[0]} labels; got shape {yd.shape}")
-    _check_store_space(store, *Xd.shape, Xd.dtype.itemsize)
+    if not sparse:
+        _check_store_space(store, *Xd.shape, Xd.dtype.itemsize)
     uniq = np.unique(_compute.compute(da.unique(yd))[0])
     if uniq.dtype.kind == "f" and not np.isfinite(uniq).all():
         raise ValueError("y contains NaN or infinity")

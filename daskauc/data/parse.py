@@ -82,6 +82,7 @@ class _Parser:
         self.path, self.fmt, self.index_base = path, fmt, index_base
         self.feature_names = feature_names
         self.label_col, self.n_cols, self.delim = label_col, n_cols, delim
+        self.n_features = n_features
         self.X = np.zeros((chunk_rows, n_features), dtype=dtype)
         self.spans = np.zeros((chunk_rows, 2), dtype=np.int64)
         self.lines = np.zeros(chunk_rows, dtype=np.int64)
@@ -127,9 +128,11 @@ class _Parser:
                 self._raise(buf, status, err, line)
             if r > row0:
                 self._codes(buf, row0, r)
-            self._fix_slow(buf)
-            self.resume = err if status == K.SLOW_FULL else -1
             self.filled, self.line = r, line
+            self._fix_slow(buf)
+            if status == K.NNZ_FULL:
+                self._grow()
+            self.resume = 0 if status in (K.SLOW_FULL, K.NNZ_FULL) else -1
             if status == K.FULL:
                 yield self._emit()
             elif status == K.DONE:
@@ -217,7 +220,7 @@ class _Parser:
         end = err + (int(blank[0]) if blank.size else tail.shape[0])
         tok = _shown(bytes(buf[err:end]).decode("utf-8", "replace"))
         where = f"{self.path}, line {line + 1}"
-        d = self.X.shape[1]
+        d = self.n_features
         if status == K.E_ZERO:
             if self.index_base == 1:
                 raise _ZeroIndexSeen(where)
@@ -232,6 +235,12 @@ class _Parser:
             raise ValueError(f"{where}: token {tok!r} is not of the form index:value")
         if status == K.E_EMPTY:
             raise ValueError(f"{where}: empty value near {tok!r}")
+        if status in (K.E_ORDER, K.E_DUPLICATE):
+            what = "repeats" if status == K.E_DUPLICATE else "is smaller than"
+            raise ValueError(
+                f"{where}: the feature index of {tok!r} {what} the one before it on the line; "
+                "LIBSVM / svmlight rows list their indices in increasing order, each once: "
+                "sort the row's index:value pairs and add up (or drop) repeated indices")
         raise ValueError(
             f"{where}: expected {self.n_cols} fields (as in the first data line), found another "
             "number; check the delimiter and the rows"
@@ -283,3 +292,87 @@ def _skip_lines(buf: np.ndarray, n_lines: int) -> int:
         nl = np.flatnonzero(buf[pos:] == 10)
         pos = pos + int(nl[0]) + 1 if nl.size else buf.shape[0]
     return pos
+
+
+class _CsrParser(_Parser):
+    """:class:`_Parser` of LIBSVM lines into CSR row chunks (``_Chunk.X`` a canonical
+    ``csr_matrix``): memory follows the non-zeros of a chunk, never rows x features."""
+
+    def __init__(self, path: str, n_features: int, dtype: np.dtype, chunk_rows: int, *,
+                 index_base: int = 1, nnz_hint: int = 1 << 16):
+        self.path, self.fmt, self.index_base = path, "libsvm", index_base
+        self.feature_names = None
+        self.n_features, self.dtype = n_features, np.dtype(dtype)
+        index = np.int32 if n_features < 2**31 else np.int64
+        self.indptr = np.zeros(chunk_rows + 1, dtype=np.int64)
+        self.indices = np.zeros(max(1, nnz_hint), dtype=index)
+        self.data = np.zeros(max(1, nnz_hint), dtype=dtype)
+        self.spans = np.zeros((chunk_rows, 2), dtype=np.int64)
+        self.lines = np.zeros(chunk_rows, dtype=np.int64)
+        self.codes = np.zeros(chunk_rows, dtype=np.int32)
+        self.slow = np.zeros((_SLOW_CAPACITY, 4), dtype=np.int64)
+        self.stats = np.array([0, np.iinfo(np.int64).max, 0, 0, 0], dtype=np.int64)
+        self.filled = 0
+        self.line = 0
+        self.resume = -1
+        self.tokens = {}
+
+    def _call(self, buf, pos):
+        return K._parse_libsvm_csr(buf, self.indptr, self.indices, self.data, self.spans,
+                                   self.lines, self.slow, self.stats, pos, self.filled,
+                                   self.line, self.index_base, self.n_features, self.resume)
+
+    def _grow(self) -> None:
+        """Double the value arrays (the chunk's rows hold more non-zeros than they had)."""
+        self.indices = np.concatenate([self.indices, np.zeros_like(self.indices)])
+        self.data = np.concatenate([self.data, np.zeros_like(self.data)])
+
+    def _fix_slow(self, buf) -> None:
+        k = int(self.stats[2])
+        for pos, col, s, e in self.slow[:k]:
+            tok = bytes(buf[s:e]).decode("utf-8", "replace").strip().strip("\"'")
+            row = int(np.searchsorted(self.indptr[: self.filled + 1], pos, side="right")) - 1
+            try:
+                v = _BOOLEANS.get(tok)
+                if v is None:
+                    v = float(tok)
+            except ValueError:
+                raise ValueError(f"{self.path}, line {self._line_of(row) + 1}: cannot read "
+                                 f"{_shown(tok)!r} as a number (feature column {col}, "
+                                 "0-based)") from None
+            with np.errstate(over="ignore"):
+                self.data[pos] = v
+            if np.isinf(self.data[pos]) and np.isfinite(v):
+                raise ValueError(
+                    f"{self.path}, line {self._line_of(row) + 1}: {_shown(tok)} in feature "
+                    f"column {col} (0-based) {_overflow_advice(self.dtype)}")
+        self.stats[2] = 0
+
+    def _line_of(self, row: int) -> int:
+        """The file line of ``row`` of the chunk (the row being read: the parser's line)."""
+        return int(self.lines[row]) if row < self.filled else self.line
+
+    def _emit(self) -> _Chunk:
+        import scipy.sparse
+
+        n = self.filled
+        nnz = int(self.indptr[n])
+        data = self.data[:nnz].copy()
+        finite = np.isfinite(data)
+        if not finite.all():
+            pos = int(np.argmin(finite))
+            r = int(np.searchsorted(self.indptr[: n + 1], pos, side="right")) - 1
+            raise ValueError(
+                f"{self.path}, line {self.lines[r] + 1}: non-finite value {data[pos]} in feature "
+                f"column {self.indices[pos]} (0-based); remove or impute NaN/inf before "
+                "ingesting")
+        X = scipy.sparse.csr_matrix((data, self.indices[:nnz].copy(), self.indptr[: n + 1].copy()),
+                                    shape=(n, self.n_features))
+        return _Chunk(X, self.codes[:n], self.lines[:n])
+
+    def reset(self) -> None:
+        self.filled = 0
+        self.indptr[0] = 0
+
+    def check_dense(self, rows: int) -> None:
+        """Sparse rows are never densified: nothing to check."""

@@ -21,7 +21,7 @@ from .._validation import SPARSE_ADVICE
 from .dataset_write import write_rows
 from .labels import _label_params
 from .parquet import TableOptions, csv_dataset, ingest_table
-from .parse import _Parser, _scan, _ZeroIndexSeen
+from .parse import _CsrParser, _Parser, _scan, _ZeroIndexSeen
 from .sources import (
     _compression_of,
     _DamagedInput,
@@ -57,16 +57,28 @@ class LibsvmOptions:
         (100) times the bytes of the non-zero values read. Without it such an ingest is
         refused before anything is written (after the first scan; with ``n_features`` given
         and no shuffle, as soon as the rows read pass the rule), naming the largest feature
-        index and its line. Memory stays bounded by one chunk either way.
+        index and its line. Memory stays bounded by one chunk either way. With
+        ``rows="auto"`` it also keeps such a file dense.
+    rows : {"auto", "sparse", "dense"}
+        How the store keeps the rows. "sparse": CSR row chunks (a sparse store,
+        docs/store_format.md), whose size and memory follow the non-zeros, however wide the
+        file. "dense": a dense store (the rule of ``allow_dense`` applies). "auto" (default):
+        sparse when the dense matrix would be both larger than
+        ``_config.SPARSE_ROWS_MIN_BYTES`` (64 MiB, one chunk) and fewer than
+        ``_config.SPARSE_ROWS_MAX_DENSITY`` (10 %) of its entries non-zero, and dense
+        otherwise (so narrow files such as a9a or w8a stay dense: every estimator reads them).
     """
 
     n_features: int | None = None
     zero_based: bool | str = "auto"
     allow_dense: bool = False
+    rows: str = "auto"
 
     def __post_init__(self):
         if self.n_features is not None:
             check_param("n_features", self.n_features, Interval(int, 1))
+        if self.rows not in ("auto", "sparse", "dense"):
+            raise ValueError(f"rows must be 'auto', 'sparse' or 'dense'; got {self.rows!r}")
         if self.zero_based not in ("auto", True, False):
             raise ValueError(f"zero_based must be 'auto', True or False; got "
                              f"{self.zero_based!r}")
@@ -143,7 +155,8 @@ def _text_params(fmt: str, n_features, target: StoreTarget, libsvm: LibsvmOption
             "label": text.label, "label_column": text.label_column,
             "delimiter": text.delimiter, "header": text.header, "dtype": target.dtype.name,
             "chunk_rows": target.chunk_rows, "shuffle": target.shuffle,
-            "zero_based": libsvm.zero_based, "allow_dense": libsvm.allow_dense}
+            "zero_based": libsvm.zero_based, "allow_dense": libsvm.allow_dense,
+            "rows": libsvm.rows}
 
 
 def _open_text_file(path: str, fmt: str) -> dict:
@@ -182,7 +195,7 @@ class LibsvmReader(_TextReader):
         params = _text_params("libsvm", options.n_features, target, options,
                               DenseTextOptions())
         kw = dict(opts=opts, n_features=options.n_features, params=params,
-                  allow_dense=options.allow_dense)
+                  allow_dense=options.allow_dense, rows=options.rows)
         with _failing_cleanly(store):
             try:
                 _ingest_text(path, target, zero_based=options.zero_based, **kw)
@@ -229,7 +242,7 @@ class DenseTextReader(_TextReader):
 
 
 def _ingest_text(path: str, target: StoreTarget, *, opts: dict, n_features, params: dict,
-                 zero_based, allow_dense: bool) -> None:
+                 zero_based, allow_dense: bool, rows: str = "dense") -> None:
     fmt, compression = opts["fmt"], opts["compression"]
     store, dtype, chunk_rows, shuffle = (target.store, target.dtype, target.chunk_rows,
                                          target.shuffle)
@@ -239,10 +252,12 @@ def _ingest_text(path: str, target: StoreTarget, *, opts: dict, n_features, para
     check_dense = fmt == "libsvm" and not allow_dense
     if fmt == "libsvm":
         # one row wider than the dense limit (a huge n_features) cannot even be parsed within
-        # it: scan first so the rule is applied before any buffer is allocated
-        wide = check_dense and n_features is not None and (
-            n_features * dtype.itemsize > _config.DENSE_MAX_BYTES)
-        if n_features is None or shuffle or wide:
+        # it: scan first so the rule is applied before any buffer is allocated; "auto" rows
+        # scan a wide file to choose
+        wide = n_features is not None and (
+            (check_dense and n_features * dtype.itemsize > _config.DENSE_MAX_BYTES)
+            or (rows == "auto" and not allow_dense and n_features >= _AUTO_SCAN_WIDTH))
+        if n_features is None or shuffle or wide or rows == "sparse":
             scan = _scan(path, compression, fmt, hasher)
             n_rows = scan.rows
             if zero_based == "auto":
@@ -251,6 +266,10 @@ def _ingest_text(path: str, target: StoreTarget, *, opts: dict, n_features, para
                 if scan.max_index < 0:
                     raise ValueError(f"{path}: no feature index found; pass n_features")
                 n_features = scan.max_index + 1 - index_base
+            if rows == "sparse" or (rows == "auto" and not allow_dense and _sparse_is_better(
+                    scan.rows, int(n_features), dtype.itemsize, scan.values)):
+                return _ingest_sparse(path, target, compression, int(n_features), index_base,
+                                      scan, params, hasher)
             if check_dense:
                 _check_dense(path, scan.rows, int(n_features), dtype.itemsize, scan.values,
                              scan.max_index, scan.max_index_line)
@@ -292,19 +311,70 @@ def _ingest_text(path: str, target: StoreTarget, *, opts: dict, n_features, para
                     f.check_rest()
                 raise
 
-    def source_attrs() -> dict:
-        stat = os.stat(path)
-        return {
-            "source": os.path.abspath(path), "source_format": fmt,
-            "source_compression": compression, "source_sha256": hasher[0].sha256.hexdigest(),
-            "source_size": int(stat.st_size),
-            "source_mtime": _dt.datetime.fromtimestamp(
-                stat.st_mtime, tz=_dt.timezone.utc).isoformat(),
-            "zero_based": bool(index_base == 0) if fmt == "libsvm" else None,
-            "header": opts.get("header"),
-            "label_column": opts.get("label_name"),
-            "feature_names": opts.get("feature_names"),
-        }
-
     write_rows(target, where=path, feed=feed, tokens=lambda: parser.tokens, n_rows=n_rows, d=d,
-               cr=cr, params=params, source_attrs=source_attrs)
+               cr=cr, params=params,
+               source_attrs=lambda: _source_attrs(path, fmt, compression, hasher, index_base,
+                                                  opts))
+
+
+def _source_attrs(path: str, fmt: str, compression, hasher: list, index_base: int,
+                  opts: dict) -> dict:
+    """The provenance a text ingest records (the file, its hash, how it was read)."""
+    stat = os.stat(path)
+    return {
+        "source": os.path.abspath(path), "source_format": fmt,
+        "source_compression": compression, "source_sha256": hasher[0].sha256.hexdigest(),
+        "source_size": int(stat.st_size),
+        "source_mtime": _dt.datetime.fromtimestamp(
+            stat.st_mtime, tz=_dt.timezone.utc).isoformat(),
+        "zero_based": bool(index_base == 0) if fmt == "libsvm" else None,
+        "header": opts.get("header"),
+        "label_column": opts.get("label_name"),
+        "feature_names": opts.get("feature_names"),
+    }
+
+
+#: "auto" rows scan a LIBSVM file of this many features or more (given ``n_features``) to
+#: choose between dense and sparse; narrower ones are read dense in one pass
+_AUTO_SCAN_WIDTH = 1024
+
+
+def _sparse_is_better(n_rows: int, d: int, itemsize: int, values: int) -> bool:
+    """The "auto" rule of :class:`LibsvmOptions`: the dense matrix would be large and mostly
+    zeros."""
+    dense = n_rows * d * itemsize
+    return (dense > _config.SPARSE_ROWS_MIN_BYTES
+            and values < _config.SPARSE_ROWS_MAX_DENSITY * n_rows * d)
+
+
+def _ingest_sparse(path: str, target: StoreTarget, compression, d: int, index_base: int,
+                   scan, params: dict, hasher: list) -> None:
+    """A LIBSVM file as a sparse store (:mod:`daskauc.store.sparse`): CSR row chunks of about
+    ``_config.TARGET_CHUNK_BYTES`` of values each, parsed straight into CSR."""
+    from .._sparse import sparse_chunk_rows
+    from ..store.sparse import index_dtype
+
+    dtype = target.dtype
+    if scan.rows == 0:
+        raise ValueError(f"{path} holds no data rows")
+    cr = int(target.chunk_rows or sparse_chunk_rows(scan.rows, scan.values, dtype.itemsize,
+                                                    index_dtype(d).itemsize))
+    per_row = scan.values / scan.rows
+    parser = _CsrParser(path, d, dtype, cr, index_base=index_base,
+                        nnz_hint=int(per_row * min(cr, scan.rows) * 1.25) + 16)
+    def feed(writer) -> None:
+        with _open_text(path, compression, None) as f:  # the scan hashed the file
+            try:
+                for chunk in parser.chunks(_iter_blocks(f)):
+                    writer.write(chunk)
+                    parser.reset()
+            except ValueError as exc:
+                if not isinstance(exc, _DamagedInput):
+                    f.check_rest()
+                raise
+
+    write_rows(target, where=path, feed=feed, tokens=lambda: parser.tokens, n_rows=scan.rows,
+               d=d, cr=cr, params={**params, "rows": "sparse"},
+               source_attrs=lambda: _source_attrs(path, "libsvm", compression, hasher,
+                                                  index_base, {}),
+               sparse=True)

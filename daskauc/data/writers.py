@@ -21,6 +21,7 @@ import tempfile
 import numpy as np
 
 from ..store.protocol import is_url, owned_tmp_name, remove_stale, resolve_path
+from ..store.sparse import CSR, FORMAT_ATTR, FORMAT_VERSION, GROUP, ROWS_ATTR, write_csr_chunk
 from ..store.write import Gate
 from .parse import _Chunk
 from .space import _check_free_space, _check_store_space, _nbytes
@@ -86,6 +87,25 @@ class _DirectWriter:
             codes = np.fromfile(self.codes_path, dtype=np.int32, count=m, offset=4 * a)
             _write_labels(zy, a, lut[codes], counts)
         return counts
+
+
+class _SparseWriter(_DirectWriter):
+    """Write CSR chunks in file order as a sparse store's row chunks
+    (:func:`daskauc.store.sparse.write_csr_chunk`); label codes spilled as for dense rows."""
+
+    def __init__(self, group, spill: str, cr: int):
+        super().__init__(None, spill, cr, known_rows=True)
+        self.group, self.n_chunks, self.nnz = group, 0, 0
+        group.require_group(GROUP)
+
+    def write(self, chunk: _Chunk) -> None:
+        self.nnz += write_csr_chunk(self.group, self.n_chunks, chunk.X)
+        chunk.codes.tofile(self.codes_file)
+        self.n_chunks += 1
+        self.n += chunk.X.shape[0]
+
+    def attrs(self) -> dict:
+        return {ROWS_ATTR: CSR, FORMAT_ATTR: FORMAT_VERSION, "n_nonzero": int(self.nnz)}
 
 
 def _write_labels(zy, a: int, yb: np.ndarray, counts: np.ndarray) -> None:

@@ -22,6 +22,7 @@ from .protocol import (
     recorded_checksums,
     resolve_path,
 )
+from .sparse import GROUP, is_sparse_store, open_csr_X
 from .urls import storage_fault
 
 
@@ -143,6 +144,8 @@ class Dataset:
 def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
     """Open a dataset (or embedding) store as lazy dask arrays, one dask chunk per Zarr chunk."""
     group = open_store(path, kind="dataset", storage_options=storage_options)
+    if is_sparse_store(dict(group.attrs)):
+        return _open_sparse(group, resolve_path(path))
     if "X" not in group or "y" not in group:
         raise ValueError(f"{path} has no X and y arrays; is it a daskauc dataset store?")
     path = resolve_path(path)
@@ -151,6 +154,19 @@ def open_dataset(path, *, storage_options: dict | None = None) -> Dataset:
     X = _checked_dask(zX, f"{path} array X", (zX.chunks[0], zX.shape[1]),
                       f"daskauc-zarr-X-{token}", recorded_checksums(group, "X/"))
     y = _checked_dask(zy, f"{path} array y", (zX.chunks[0],), f"daskauc-zarr-y-{token}",
+                      recorded_checksums(group, "y/"))
+    return Dataset(X=X, y=y, attrs=dict(group.attrs), path=path)
+
+
+def _open_sparse(group: zarr.Group, path: str) -> Dataset:
+    """A sparse store (:mod:`daskauc.store.sparse`): ``X`` of CSR row chunks."""
+    if "y" not in group:
+        raise ValueError(f"{path} has no y array; is it a daskauc dataset store?")
+    token = _store_token(group, path)
+    X = open_csr_X(group, f"{path} X", f"daskauc-zarr-Xcsr-{token}",
+                   recorded_checksums(group, f"{GROUP}/"))
+    zy = group["y"]
+    y = _checked_dask(zy, f"{path} array y", (X.chunks[0],), f"daskauc-zarr-y-{token}",
                       recorded_checksums(group, "y/"))
     return Dataset(X=X, y=y, attrs=dict(group.attrs), path=path)
 
