@@ -45,8 +45,12 @@ def cmd_ingest(args) -> int:
                         random_state=args.seed, overwrite=args.overwrite)
         payload.update(train=train, test=test)
     names = ", ".join(map(repr, positive)) or "?"
+    sparse = (f" (sparse rows: {a['n_nonzero']:,} non-zeros)" if a.get("rows") == "csr"
+              else "")
+    payload["rows"] = "sparse" if sparse else "dense"
     _result(args, payload, f"{args.store}: {a.get('n_samples')} rows x {a.get('n_features')} "
-            f"features, {a.get('n_positive')} positive / {a.get('n_negative')} negative\n"
+            f"features{sparse}, {a.get('n_positive')} positive / {a.get('n_negative')} "
+            "negative\n"
             f"positive class: {names} (negative: {', '.join(map(repr, negative))}; {rule})")
     return 0
 
