@@ -200,8 +200,10 @@ def test_one_huge_index_densified_within_the_chunk_size(tmp_path, shuffle):
                                                  (3_000_000, True), (10**9, False)])
 def test_absurd_densifying_is_refused_before_writing(tmp_path, n_features, shuffle):
     """1,000 rows of 20 non-zeros and one index 3,000,000 (or n_features=10**9 given) would
-    densify into 12 GB to 4 TB (14.3 GiB peak was measured): refused after the first scan,
-    naming the largest index and its line, the dense size, the ratio and the way out."""
+    densify into 12 GB to 4 TB (14.3 GiB peak was measured): with rows="dense", refused after
+    the first scan, naming the largest index and its line, the dense size, the ratio and the
+    ways out (rows="auto", the default, stores such a file sparse:
+    tests/test_sparse_store.py)."""
     src = tmp_path / "sparse.svm"
     rng = np.random.default_rng(0)
     with open(src, "w") as f:
@@ -209,12 +211,13 @@ def test_absurd_densifying_is_refused_before_writing(tmp_path, n_features, shuff
             idx = np.sort(rng.choice(np.arange(1, 100_000), 20, replace=False))
             f.write(f"{(-1) ** i} " + " ".join(f"{j}:1" for j in idx) + "\n")
         f.write("+1 5:1 3000000:1\n")
-    kwargs = {"shuffle": shuffle, "n_features": n_features}
+    kwargs = {"shuffle": shuffle, "n_features": n_features, "rows": "dense"}
     out = _ingest_in_child(src, tmp_path / "s.zarr", **kwargs)
     assert out["error"] == "ValueError", out
     msg = out["message"]
     assert "largest feature index, 3000000, is on line 1001" in msg
     assert "allow_dense=True" in msg and "features this sparse are refused" in msg
+    assert "rows='sparse'" in msg
     assert "FeatureHasher" in msg and "SparseRandomProjection" in msg
     assert "iB (" in msg and "times the" in msg
     assert out["peak_mb"] < 400, out["peak_mb"]
@@ -229,7 +232,7 @@ def test_one_pass_ingest_refuses_as_soon_as_the_rows_read_are_too_sparse(tmp_pat
     monkeypatch.setattr(_config, "DENSE_MAX_BYTES", 2**20)
     src = _wide_file(tmp_path / "w.svm", 3000, 5000)
     with pytest.raises(ValueError, match=r"rows read so far .* allow_dense=True"):
-        ingest(src, tmp_path / "s.zarr", n_features=5000, chunk_rows=100)
+        ingest(src, tmp_path / "s.zarr", n_features=5000, chunk_rows=100, rows="dense")
     assert _left_behind(tmp_path) == ["w.svm"]
     ds = ingest(src, tmp_path / "s.zarr", n_features=5000, chunk_rows=100, allow_dense=True)
     assert ds.X.shape == (3001, 5000)

@@ -72,10 +72,11 @@ def _check_dense(path, rows: int, d: int, itemsize: int, values: int, max_index:
     raise ValueError(
         f"{path}: the dense matrix would take {_nbytes(dense)} ({rows:,} {read} x {d:,} "
         f"features x {itemsize} bytes), {ratio:,.0f} times the {_nbytes(sparse)} of the "
-        f"{values:,} non-zero values read; {where}. Nothing was written: daskauc stores and "
-        f"streams dense rows, and {d:,} features this sparse are refused rather than "
-        f"densified. {SPARSE_ADVICE} Or pass allow_dense=True (CLI: --allow-dense) to write "
-        "it dense anyway (memory stays bounded by one chunk; the store takes the size above)")
+        f"{values:,} non-zero values read; {where}. Nothing was written: with dense rows, "
+        f"{d:,} features this sparse are refused rather than densified. Keep them sparse with "
+        "rows='sparse' (CLI: --rows sparse; the default 'auto' chooses it from the data), "
+        f"or: {SPARSE_ADVICE} Or pass allow_dense=True (CLI: --allow-dense) to write it "
+        "dense anyway (memory stays bounded by one chunk; the store takes the size above)")
 
 
 
