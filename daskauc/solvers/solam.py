@@ -37,6 +37,17 @@ LS with penalty ``lam`` (the family's common scale).
 ``kappa=None`` uses the largest row norm seen so far, updated chunk by chunk before the chunk's
 rows are visited (SOLAM is a one-pass method; an exact kappa would cost a pass of its own).
 
+Sparse rows (CSR chunks): the same steps in O(nnz) a row, exactly (the lazy form of
+:func:`daskauc.solvers._opauc_solam_sparse_kernels._solam_sparse_chunk`). The iterate is kept as
+``s v + e d`` (``d`` the chains' drift, ``s``, ``e`` scalars): the shrink of regSOLAM, the
+projection onto the ball (a change of ``s``; ``||w||^2`` from ``v.v`` and ``v.d``, kept up to
+date per non-zero) and the drift are scalar updates; the gamma-weighted average of the
+iterates is the scaled sum of averaged SGD (Xu 2011): ``sum_t g_t w_t = A v - U + E d`` with
+scalars ``A = sum g_t s_t``, ``E = sum g_t e_t`` and ``U_k`` the sum of ``v_k``'s changes times
+``A`` at each change. Both are folded back into dense vectors once a chunk (O(r)), or when
+``s`` leaves [2^-20, 2^20]. ``kappa`` (the largest row norm) comes from the non-zeros. The step
+sizes and the ball are the paper's, which assumes nothing about the rows' density.
+
 Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`). Each chain stands for the
 sequential run ("Chains that stand for the sequential run": ``gamma = zeta / sqrt(clock)``,
 scaled by the chain's stride in its first round, then the sequential step and the other
@@ -68,6 +79,7 @@ import numpy as np
 
 from .._params import NON_NEGATIVE, POSITIVE, Interval, Options
 from .._registry import solver
+from .._sparse import csr_parts, is_sparse
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
     DRIFT_EVERY,
@@ -79,6 +91,7 @@ from ..engine.chains import (
 from ..engine.stream import run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _solam_chunk
+from ._opauc_solam_sparse_kernels import _row_sq_max, _solam_sparse_chunk
 from ._result import SolverResult
 from .stats import ClassStats, _as_xy
 from .twopass import _check_dim
@@ -119,11 +132,15 @@ def initial_state(r: int, *, R: float, variant: str, penalty: str, random_state)
 def _solam_step(Xb, yb, state: SOLAMState, seed, extra, *, zeta, R, kappa, mode, lam,
                 stride=1.0):
     X = as_block(Xb)
+    sparse = is_sparse(X)
     yv = np.asarray(yb, dtype=np.int8)
     order = row_order(seed, yv.shape[0])
     if kappa is None:
-        block_max = math.sqrt(float(np.max(np.einsum("ij,ij->i", X, X, dtype=np.float64),
-                                           initial=0.0)))
+        if sparse:
+            block_max = math.sqrt(_row_sq_max(X.indptr, X.data))
+        else:
+            block_max = math.sqrt(float(np.max(np.einsum("ij,ij->i", X, X, dtype=np.float64),
+                                               initial=0.0)))
         kap = max(state.kappa, block_max)
     else:
         kap = float(kappa)
@@ -132,9 +149,14 @@ def _solam_step(Xb, yb, state: SOLAMState, seed, extra, *, zeta, R, kappa, mode,
     scal = state.scal.copy()
     clock = np.array([state.t if state.clock is None else state.clock], dtype=np.float64)
     gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
-    t = _solam_chunk(X, yv, order, np.zeros(0) if drift is None else drift, w, wbar, scal,
-                     clock, state.t, float(zeta), float(R), kap, mode, float(lam),
-                     float(stride), gain, DRIFT_EVERY)
+    drift = np.zeros(0) if drift is None else drift
+    scalars = (state.t, float(zeta), float(R), kap, mode, float(lam), float(stride), gain,
+               DRIFT_EVERY)
+    if sparse:
+        t = _solam_sparse_chunk(*csr_parts(X), yv, order, drift, w, wbar,
+                                np.empty((w.shape[0], 2)), scal, clock, *scalars)
+    else:
+        t = _solam_chunk(X, yv, order, drift, w, wbar, scal, clock, *scalars)
     return replace(state, w=w, wbar=wbar, scal=scal, t=int(t), kappa=kap,
                    clock=None if state.clock is None and stride == 1 else float(clock[0]))
 
@@ -166,7 +188,8 @@ def _clock(state: SOLAMState) -> float:
     return float(state.t if state.clock is None else state.clock)
 
 
-@solver(kind="stochastic", states=(SOLAMState,), tags=("linear", "least-squares loss"), params={
+@solver(kind="stochastic", states=(SOLAMState,), tags=("linear", "least-squares loss"),
+        sparse=True, params={
     "zeta": POSITIVE, "R": POSITIVE, "penalty": Options(*PENALTIES), "lam": NON_NEGATIVE,
     "variant": Options(*VARIANTS), "kappa": [POSITIVE, None], "n_epochs": Interval(int, 0)})
 def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "projection",
@@ -174,11 +197,13 @@ def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "project
           n_epochs: int = 15, shuffle: bool = True, random_state=None,
           stats: ClassStats | None = None, state: SOLAMState | None = None,
           n_chains: int | str = 1, sync_every: int | None = None) -> SolverResult:
-    """SOLAM (projection) or regSOLAM (L2 penalty) over streamed chunks.
+    """SOLAM (projection) or regSOLAM (L2 penalty) over streamed chunks; dense or sparse rows.
 
     Parameters
     ----------
     X, y : data
+        Dense rows, or sparse rows (a scipy sparse matrix, or a dask array of CSR chunks:
+        O(nnz) a row, module docstring).
     zeta : float > 0
         Step constant: ``gamma_t = zeta / sqrt(t)`` (demo default 100).
     R : float > 0
@@ -221,6 +246,8 @@ def solam(X, y, *, zeta: float = 100.0, R: float = 10.0, penalty: str = "project
     Ying, Wen & Lyu, "Stochastic online AUC maximization", NIPS 2016.
     Natole, Ying & Lyu, "Stochastic AUC optimization algorithms with linear convergence",
     Frontiers in Applied Mathematics and Statistics 5:30, 2019 (regSOLAM).
+    Xu, "Towards optimal one pass large scale learning with averaged stochastic gradient
+    descent", arXiv:1107.2490, 2011 (the lazy average on sparse rows).
     Guo, Liu, Yuan, Shen, Liu & Yang, "Communication-efficient distributed stochastic AUC
     maximization with deep neural networks", ICML 2020 (CoDA: primal and dual variables of
     parallel chains averaged).
