@@ -16,6 +16,7 @@ from .._docs import fill_doc
 from .._labels import check_X_y
 from .._params import Options, check_params, params_checked, params_of
 from .._registry import model_class
+from .._sparse import is_sparse_dask
 from .._validation import check_n_features, set_features_in
 from ..composite.calibration import check_class_weight
 from ..model_selection.c_path import select_C
@@ -95,6 +96,11 @@ class RankSVM(LinearAUCModel):
     No pair is formed: one sort of the scores per iteration gives the gradient and the
     generalized Hessian (:mod:`daskauc.solvers.newton`). There is no intercept (AUC ignores it).
 
+    Sparse rows (a scipy sparse matrix, a dask array of CSR blocks, a sparse store): every
+    pass multiplies the non-zeros only (``X w``, ``X^T g``), so a fit costs the non-zeros
+    plus r-vectors and takes the steps of the same rows held dense (docs/sparse.md). C must
+    be given as a number there for now: the choice of ``C="auto"`` reads its subsample dense.
+
     ``partial_fit`` makes RankSVM a learner of streams of batches: each batch's problem (its
     own pairs, C as given) is solved by Newton from the current model, and ``coef_`` is the
     average of the batch solutions weighted by their pairs (the one-shot averaging of
@@ -109,6 +115,9 @@ class RankSVM(LinearAUCModel):
     Information Retrieval 13(3), 201-215.
     Khalid, M., Ray, I. and Chitsaz, H. Scalable nonlinear AUC maximization methods.
     """
+
+    #: sparse rows (CSR blocks): the Newton passes cost their non-zeros (docs/sparse.md)
+    _sparse_rows = True
 
     _params = {
         "C": [Options("auto"), prsvm_newton.params["C"]],
@@ -146,6 +155,9 @@ class RankSVM(LinearAUCModel):
         self.__dict__.pop("selection_", None)
         if not isinstance(self.C, str):
             return float(self.C)
+        if is_sparse_dask(Xd):  # select_C reads its subsample as a dense array
+            raise ValueError("RankSVM(C='auto') cannot choose C on sparse rows yet (the "
+                             "selection's subsample is read dense); pass C as a number")
         # the choice does not depend on max_iter (a checkpointed fit resumed with more steps
         # must choose the same C)
         with params_checked():

@@ -9,7 +9,9 @@ The pairwise least-squares AUC objective
 
 depends on the data only through the class counts, means and covariances (``D = c+ - c-``,
 ``S+`` / ``S-`` normalized by ``1/n+`` / ``1/n-``). One distributed pass collects them
-(:func:`class_statistics`); its minimizer is one r x r solve (:func:`lsauc`). The cheaper
+(:func:`class_statistics`); its minimizer is one r x r solve (:func:`lsauc`), or conjugate
+gradient on the implicit operator where r x r does not fit (:mod:`daskauc.solvers._lsauc_cg`;
+sparse rows: docs/sparse.md). The cheaper
 first pass of TwoPassAUC, SPAM and SPDAM (counts, means, largest row norms) is
 :func:`class_means`.
 
@@ -38,11 +40,13 @@ from dask.highlevelgraph import HighLevelGraph
 
 from .._compute import compute
 from .._labels import check_X_y
-from .._params import NON_NEGATIVE, Options, checks
+from .._params import AUTO_OR_BOOL, NON_NEGATIVE, Interval, Options, checks
 from .._registry import solver
 from .._sparse import is_sparse
 from ._graphs import tree_sum
+from ._lsauc_cg import LS_SOLVERS, check_exact_size, ls_conjugate_gradient, ls_route, refuse_merge
 from ._result import SolverResult
+from ._sparse_products import class_scatters, column_sums, row_squared_norms
 
 #: accumulation modes of the scatter matrices (see :func:`class_statistics`).
 PRECISIONS = ("auto", "float64", "mixed")
@@ -266,8 +270,8 @@ def _chunk_means(Xb, yb) -> ClassMeans:
 def _sparse_chunk_means(Xb, yb) -> ClassMeans:
     """:func:`_chunk_means` of a CSR block: sums over the non-zeros (dense (d,) sums)."""
     pos = np.asarray(yb) > 0
-    sq = np.asarray(Xb.multiply(Xb).sum(axis=1), dtype=np.float64).ravel()
-    sums = [np.asarray(Xb[rows].sum(axis=0), dtype=np.float64).ravel() for rows in (pos, ~pos)]
+    sq = row_squared_norms(Xb)  # float64 sums (scipy's own add float32 values in float32)
+    sums = [column_sums(Xb, rows) for rows in (pos, ~pos)]
     return ClassMeans(int(pos.sum()), int((~pos).sum()), sums[0], sums[1],
                       float(np.sqrt(sq[pos].max())) if pos.any() else 0.0,
                       float(np.sqrt(sq[~pos].max())) if (~pos).any() else 0.0,
@@ -295,6 +299,8 @@ def _centred_scatter(Xc: np.ndarray, precision: str):
 
 
 def _chunk_stats(Xb, yb, precision: str) -> ClassStats:
+    if is_sparse(Xb):  # float64 from the non-zeros, whatever the precision
+        return ClassStats(*class_scatters(Xb, np.asarray(yb) > 0))
     Xb, pos = _split(Xb, yb)
     Xp, Xn = Xb[pos], Xb[~pos]
     mp, Mp = _centred_scatter(Xp, precision)
@@ -433,6 +439,9 @@ def class_statistics(X, y, *, precision: str = "auto") -> ClassStats:
 
     Notes
     -----
+    Sparse chunks contribute ``X_c^T X_c - n_c m_c m_c^T`` per class from their non-zeros
+    (float64). Over ``EXACT_MAX_BYTES`` per r x r matrix: ``ValueError`` before any work.
+
     Every chunk contributes ``(n_c, mean_c, M2_c)`` per class in float64, and chunks are
     combined in a tree (``SPLIT_EVERY`` per task) by the exact parallel update
     ``M2 = M2_a + M2_b + (n_a n_b / n) (m_b - m_a)(m_b - m_a)^T``. Graph layer
@@ -444,6 +453,7 @@ def class_statistics(X, y, *, precision: str = "auto") -> ClassStats:
     variances", 1979.
     """
     Xd, yd = _as_xy(X, y)
+    check_exact_size(int(Xd.shape[1]))
     prec = "float64" if precision == "auto" else precision
     out = _compute_small(
         tree_reduce(Xd, yd, partial(_chunk_stats, precision=prec), name="daskauc-lsauc-stats"),
@@ -506,27 +516,41 @@ def lsauc_from_stats(stats: ClassStats, lam: float) -> np.ndarray:
 
 
 @solver(kind="least-squares", states=(ClassStats,), tags=("linear", "least-squares loss"),
-        params={"lam": NON_NEGATIVE})
-def lsauc(X, y, *, lam: float, precision: str = "auto",
-          stats: ClassStats | None = None) -> SolverResult:
-    """Exact least-squares AUC: one distributed pass and one r x r solve.
+        sparse=True, params={"lam": NON_NEGATIVE, "solver": Options(*LS_SOLVERS),
+                             "cg_tol": NON_NEGATIVE, "max_cg": Interval(int, 0),
+                             "persist": AUTO_OR_BOOL})
+def lsauc(X, y, *, lam: float, precision: str = "auto", stats: ClassStats | None = None,
+          solver: str = "auto", cg_tol: float = 1e-6, max_cg: int = 1000,
+          persist: str | bool = "auto") -> SolverResult:
+    """Least-squares AUC: one pass and one r x r solve, or conjugate gradient (wide rows).
 
     Parameters
     ----------
-    X : array-like or dask array (n, r), or a dataset store path
+    X : array-like or dask array (n, r), a dataset store path, or sparse rows (scipy sparse,
+        a dask array of CSR blocks)
     y : labels
     lam : float >= 0
         L2 penalty of LS (see Notes).
-    precision : see :func:`class_statistics`
+    precision : see :func:`class_statistics` (the exact route)
     stats : ClassStats, optional
-        Reuse statistics already computed (no pass over the data).
+        Reuse statistics already computed (no pass over the data; the exact route).
+    solver : {"auto", "exact", "cg"}, default "auto"
+        "exact": the class statistics (r x r scatter matrices) and a Cholesky solve, refused
+        before any work above ``EXACT_MAX_BYTES`` per matrix. "cg": Jacobi-preconditioned
+        conjugate gradient on the implicit operator, one pass over the rows per iteration,
+        memory O(r) (:mod:`daskauc.solvers._lsauc_cg`). "auto": :func:`ls_route`.
+    cg_tol, max_cg, persist
+        "cg": stop when ``||A w - D|| <= cg_tol ||D||`` (``w``'s relative error is at most
+        ``cond(A) cg_tol``) or after ``max_cg`` passes; keep the rows in memory between passes
+        (:func:`daskauc.engine.placement.place_rows`).
 
     Returns
     -------
     SolverResult
-        ``coef`` the minimizer, ``history`` one record with the objective, the relative
-        residual of the solve and the seconds of the pass and of the solve; ``state`` the
-        statistics (so more data can be added exactly).
+        ``coef`` the minimizer. Exact: ``history`` one record (objective, relative residual,
+        seconds of the pass and of the solve), ``state`` the statistics (more data can be added
+        exactly). CG: ``n_iter`` its iterations, ``history`` one record per iteration,
+        ``state`` a dict (counts, ``D``, passes) that no batch can be merged into.
 
     Notes
     -----
@@ -534,9 +558,11 @@ def lsauc(X, y, *, lam: float, precision: str = "auto",
 
         LS(w) = (1/(n+ n-)) sum_{i in P, j in N} (1 - w.(x_i - x_j))^2 + (lam/2) ||w||^2,
 
-    a quadratic with minimizer ``w* = (S+ + S- + D D^T + (lam/2) I)^{-1} D``. This is the
-    batch "B-LS-SVM" baseline of the SPAM / SPDAM tables solved exactly instead of
-    iteratively.
+    a quadratic with minimizer ``w* = A^{-1} D``, ``A = S+ + S- + D D^T + (lam/2) I``: the
+    batch "B-LS-SVM" baseline of the SPAM / SPDAM tables, solved exactly. On sparse rows the
+    exact route's scatter is ``X_c^T X_c - n_c c c^T`` per class and CG applies
+    ``S+- v = (1/n+-) X+-^T (X+- v) - c+- (c+-.v)``: both cost the non-zeros (plus r^2 per
+    chunk for the exact one), never n x r.
 
     References
     ----------
@@ -544,6 +570,16 @@ def lsauc(X, y, *, lam: float, precision: str = "auto",
     Gao, Jin, Zhu & Zhou, "One-pass AUC optimization", ICML 2013.
     """
     t0 = time.perf_counter()
+    route = "exact" if stats is not None else None
+    if stats is None:
+        X, y = _as_xy(X, y)
+        route = ls_route(X, solver)
+    if route == "cg":
+        y_np = np.asarray(compute(y)[0])
+        _check_counts(int(np.count_nonzero(y_np > 0)), int(np.count_nonzero(y_np <= 0)))
+        out = ls_conjugate_gradient(X, y_np, lam=float(lam), tol=float(cg_tol),
+                                    max_iter=int(max_cg), persist=persist)
+        return SolverResult(**out)
     if stats is None:
         stats = class_statistics(X, y, precision=precision)
     t1 = time.perf_counter()
@@ -559,5 +595,5 @@ def lsauc(X, y, *, lam: float, precision: str = "auto",
 __all__ = [
     "ClassMeans", "ClassStats", "class_means", "class_statistics", "ls_objective",
     "ls_gradient", "ls_system", "lsauc", "lsauc_from_stats", "tree_reduce",
-    "PRECISIONS",
+    "PRECISIONS", "LS_SOLVERS", "check_exact_size", "ls_route", "refuse_merge",
 ]
