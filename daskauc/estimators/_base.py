@@ -162,7 +162,7 @@ class AUCScoreMixin:
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = bool(self._sparse_rows)
         tags.input_tags.allow_nan = False
         return tags
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dask.array as da
+import numpy as np
 import zarr
 from dask.base import tokenize
 
 from .. import _config
+from .._sparse import sparse_meta
 from .protocol import (
     StoreIntegrityError,
     misplaced_chunk,
@@ -22,7 +24,7 @@ from .protocol import (
     recorded_checksums,
     resolve_path,
 )
-from .sparse import GROUP, is_sparse_store, open_csr_X
+from .sparse import GROUP, PARTS, chunk_path, is_sparse_store
 from .urls import storage_fault
 
 
@@ -187,8 +189,6 @@ def _store_token(group: zarr.Group, path: str) -> str:
 
 def _checked_dask(array: zarr.Array, label: str, chunks, name: str,
                   checksums: dict[str, int]) -> da.Array:
-    import numpy as np
-
     return da.from_array(CheckedZarrArray(array, label, checksums), chunks=chunks, lock=False,
                          asarray=False, fancy=False, name=name,
                          meta=np.empty((0,) * array.ndim, dtype=array.dtype))
@@ -230,3 +230,76 @@ def zarr_location(arr: zarr.Array) -> tuple[str | None, dict]:
     except Exception:  # a bare array without a group: no writer token
         attrs = {}
     return location, attrs
+
+
+class CsrChunkReader:
+    """Reads CSR row chunk ``i`` of a sparse store on the worker that needs it: the three
+    arrays through :class:`~daskauc.store.dataset.CheckedZarrArray` (each chunk checked
+    against the checksum the commit recorded for its position), then their structure
+    (pointers from 0 to the values' count, non-decreasing; columns in range, increasing
+    within a row), so a damaged or hand-made chunk is an error naming it, never rows that
+    no longer line up."""
+
+    def __init__(self, group: zarr.Group, label: str, rows: tuple[int, ...], n_features: int,
+                 dtype, checksums: dict[str, int]):
+        self.group, self.label, self.rows = group, label, tuple(int(r) for r in rows)
+        self.n_features, self.dtype = int(n_features), np.dtype(dtype)
+        self.checksums = checksums
+
+    def __call__(self, i: int):
+        import scipy.sparse
+
+        where = f"{self.label} row chunk {i} ({chunk_path(i)})"
+        try:
+            arrays = [self.group[f"{chunk_path(i)}/{name}"] for name in PARTS]
+        except KeyError:
+            raise StoreIntegrityError(f"{where} is missing; write the store again") from None
+        parts = []
+        for name, z in zip(PARTS, arrays, strict=True):
+            if z.shape[0] == 0:
+                parts.append(np.zeros(0, dtype=z.dtype))
+                continue
+            prefix = f"{chunk_path(i)}/{name}/"
+            sums = {k: v for k, v in self.checksums.items() if k.startswith(prefix)}
+            parts.append(CheckedZarrArray(z, f"{where} {name}", sums)[(slice(None),)])
+        indptr, indices, data = parts
+        self._check(where, i, indptr, indices, data)
+        return scipy.sparse.csr_matrix((data, indices, indptr),
+                                       shape=(self.rows[i], self.n_features))
+
+    def _check(self, where: str, i: int, indptr, indices, data) -> None:
+        n = self.rows[i]
+        if indptr.shape[0] != n + 1 or indptr[0] != 0 or indptr[-1] != data.shape[0] \
+                or indices.shape[0] != data.shape[0] or np.any(np.diff(indptr) < 0):
+            raise StoreIntegrityError(
+                f"{where}: its row pointers do not match its {n} rows and {data.shape[0]} "
+                "values; write the store again")
+        if data.dtype != self.dtype:
+            raise StoreIntegrityError(f"{where}: values of dtype {data.dtype}, the store "
+                                      f"says {self.dtype}; write the store again")
+        if indices.shape[0]:
+            step = np.diff(indices.astype(np.int64))
+            starts = indptr[1:-1][(indptr[1:-1] > 0) & (indptr[1:-1] < indices.shape[0])]
+            step[starts - 1] = 1  # a new row may start at any column
+            if indices.min() < 0 or indices.max() >= self.n_features or np.any(step <= 0):
+                raise StoreIntegrityError(
+                    f"{where}: column indices out of range [0, {self.n_features}) or not "
+                    "increasing within a row; write the store again")
+        if not np.isfinite(data).all():
+            raise StoreIntegrityError(f"{where}: holds NaN or infinity; write the store again")
+
+
+def _read_chunk(reader: CsrChunkReader, i: int):
+    return reader(i)
+
+
+def open_csr_X(group: zarr.Group, label: str, name: str, checksums: dict[str, int]) -> da.Array:
+    """``X`` of a sparse store as a dask array of CSR row chunks (one task a chunk)."""
+    attrs = group.attrs
+    n, d = int(attrs["n_samples"]), int(attrs["n_features"])
+    cr = int(attrs["chunk_rows"])
+    rows = tuple([cr] * (n // cr) + ([n % cr] if n % cr else []))
+    dtype = np.dtype(attrs["dtype"])
+    reader = CsrChunkReader(group, label, rows, d, dtype, checksums)
+    graph = {(name, i, 0): (_read_chunk, reader, i) for i in range(len(rows))}
+    return da.Array(graph, name, chunks=(rows, (d,)), meta=sparse_meta(d, dtype))
