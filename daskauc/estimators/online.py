@@ -27,6 +27,8 @@ class _OnlineAUCModel(LinearAUCModel):
     """fit / partial_fit shared by the online estimators (subclasses define the solver)."""
 
     _params: dict = {}
+    #: both solvers read CSR chunks, O(non-zeros) per row (docs/sparse.md)
+    _sparse_rows = True
 
     def _solve(self, X, y, *, n_epochs, state, validation) -> SolverResult:  # pragma: no cover
         raise NotImplementedError
@@ -94,7 +96,7 @@ class _OnlineAUCModel(LinearAUCModel):
             set_features_in(self, X, Xd.shape[1])
         else:
             classes_ = self.classes_ if state is not None else classes_arg(classes)
-            Xd = as_row_chunked(X)
+            Xd = as_row_chunked(X, sparse=True)
             if state is not None:
                 check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
             else:

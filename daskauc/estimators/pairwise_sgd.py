@@ -77,6 +77,8 @@ class PairwiseHingeSGD(LinearAUCModel):
     """
 
     _params = {**params_of(pairwise_hinge_sgd), "n_epochs": Interval(int, 1)}
+    #: its solver reads CSR chunks, O(non-zeros) per step (docs/sparse.md)
+    _sparse_rows = True
 
     def __init__(self, lam=1e-8, *, n_epochs=5, average=True, rskip=16, askip=16,
                  average_start=0, t0=None, eta0_pairs=1000, shuffle=True, random_state=None,

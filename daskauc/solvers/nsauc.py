@@ -37,6 +37,17 @@ first-in-first-out pool of negatives (each pooled row served ~16 steps of a visi
 lost even on shuffled rows). With ``shuffle=False`` the window is always the chunks before in
 file order, and pairs of distant chunks are missing again.
 
+Sparse rows
+-----------
+On CSR chunks (:mod:`daskauc._sparse`) the same pairs, steps, shrinks and averages run in
+:func:`daskauc.solvers._sgd_sparse_kernels._pairwise_hinge_sparse_steps`: ``w`` is kept as
+``a v`` (plus ``c`` times a chain's drift), so the shrink ``w *= 1 - rskip/(t + t0)`` is a
+scalar product and a step costs the non-zeros of its two rows; the scheduled average is a
+lazy sum (exact algebra), folded in O(d) once per visit. The window's samples are
+:class:`daskauc.solvers.oam.SparseRows`, and the eta0 search runs on CSR pair differences
+(the same pairs). A sparse fit equals the dense fit of the same rows to rounding. Khalid et
+al.'s step ``1 / (lam (t + t0))`` and SVMSGD2's search assume nothing about density.
+
 Step size and t0
 ----------------
 ``eta_t = 1 / (lam (t + t0))``; ``t0 = 1 / (lam eta0)`` with ``eta0`` from SVMSGD2's search:
@@ -56,12 +67,16 @@ from .._compute import compute
 from .._config import PAIR_CHUNKS, PAIR_PARTNERS
 from .._params import POSITIVE, Interval, seed_sequence
 from .._registry import solver
+from .._sparse import csr_parts, is_sparse
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import chain_frame, merge_moving, merge_running_average
 from ..engine.stream import block_class_counts, run_epochs
 from ._linear import validation_score
+from ._online_sparse_kernels import _finish_average, _lazy_fold
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
+from ._sgd_sparse_kernels import _constant_eta_cost_sparse, _pairwise_hinge_sparse_steps
+from .oam import SparseRows, as_dense_rows, as_sparse_rows
 
 logger = logging.getLogger("daskauc")
 
@@ -154,16 +169,20 @@ def draw_pairs(rng: np.random.Generator, n_pos: int, n_neg: int, window: list[tu
 def sample_partners(X_block: np.ndarray, rows: np.ndarray, rng: np.random.Generator,
                     n_chunks: int) -> np.ndarray:
     """A window entry's sample of one class: up to ``PAIR_PARTNERS / (2 L)`` of the chunk's
-    ``rows``, without replacement."""
+    ``rows``, without replacement (:class:`daskauc.solvers.oam.SparseRows` for a CSR
+    chunk)."""
     keep = max(1, PAIR_PARTNERS // (2 * window_size(n_chunks)))
     if rows.size > keep:
         rows = np.sort(rng.choice(rows, keep, replace=False))
+    if is_sparse(X_block):
+        return SparseRows.from_csr(X_block[rows])
     return np.ascontiguousarray(X_block[rows])
 
 
 def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, rskip,
                 askip, average_start, rate, n_chunks, stride=1.0):
-    X_block = np.ascontiguousarray(X_block)
+    if not is_sparse(X_block):
+        X_block = np.ascontiguousarray(X_block)
     y_block = np.asarray(y_block)
     pos = np.flatnonzero(y_block > 0)
     neg = np.flatnonzero(y_block < 0)
@@ -180,13 +199,19 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
     clock = np.array([state.t if state.clock is None else state.clock], dtype=np.float64)
     if ri.size:
         gain, drift = chain_frame(stride, state.velocity, rskip)
-        partners = np.concatenate([np.zeros((0, X_block.shape[1]), X_block.dtype)]
-                                  + [part for (pp, pn), _ in entries for part in (pp, pn)]
-                                  ).astype(X_block.dtype, copy=False)
-        _pairwise_hinge_steps(X_block, np.ascontiguousarray(partners), pos, neg, ri, rj,
-                              np.zeros(0) if drift is None else drift, w, wbar, counters,
-                              clock, float(lam), float(state.t0), int(rskip), int(askip),
-                              int(average_start), float(stride), gain)
+        drift = np.zeros(0) if drift is None else drift
+        parts = [part for (pp, pn), _ in entries for part in (pp, pn)]
+        if is_sparse(X_block):
+            _sparse_steps(X_block, parts, pos, neg, ri, rj, drift, w, wbar, counters, clock,
+                          lam, state.t0, rskip, askip, average_start, stride, gain)
+        else:
+            partners = np.concatenate([np.zeros((0, X_block.shape[1]), X_block.dtype)]
+                                      + [as_dense_rows(p) for p in parts]
+                                      ).astype(X_block.dtype, copy=False)
+            _pairwise_hinge_steps(X_block, np.ascontiguousarray(partners), pos, neg, ri, rj,
+                                  drift, w, wbar, counters, clock, float(lam),
+                                  float(state.t0), int(rskip), int(askip),
+                                  int(average_start), float(stride), gain)
     state = replace(state, w=w, wbar=wbar, t=int(counters[0]), q=int(counters[1]),
                     clock=None if state.clock is None and stride == 1 else float(clock[0]))
     # this chunk joins the window, replacing its older entry
@@ -200,6 +225,25 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
                    partners_of=(*(state.partners_of[k] for k in keep),
                                 (int(pos.size), int(neg.size))),
                    partners_at=(*(_at(state, k) for k in keep), float(clock[0])))
+
+
+def _sparse_steps(X_block, parts, pos, neg, ri, rj, drift, w, wbar, counters, clock, lam, t0,
+                  rskip, askip, average_start, stride, gain) -> None:
+    """The steps of a visit of a CSR chunk (:func:`_pairwise_hinge_sparse_steps`, ``w`` and
+    the average lazily, folded once at the end): ``w``, ``wbar``, ``counters`` and ``clock``
+    updated in place as the dense kernel does."""
+    indptr, indices, data = csr_parts(X_block)
+    partners = SparseRows.concat([as_sparse_rows(p) for p in parts], X_block.shape[1])
+    acc = np.zeros(w.shape[0]) if askip > 0 else np.zeros(0)
+    scal = np.array([1.0, 0.0, 0.0, 0.0])
+    q0 = int(counters[1])
+    _pairwise_hinge_sparse_steps(indptr, indices, data, partners.indptr, partners.indices,
+                                 partners.data, pos, neg, ri, rj, drift, w, acc, scal,
+                                 counters, clock, float(lam), float(t0), int(rskip),
+                                 int(askip), int(average_start), float(stride), gain)
+    _lazy_fold(w, acc, drift, scal)  # w is w, acc the sum of the iterates averaged
+    if askip > 0:
+        _finish_average(wbar, acc, q0, int(counters[1]))
 
 
 def _at(state: PairwiseSGDState, k: int) -> float:
@@ -250,7 +294,8 @@ def _merged_window(start: PairwiseSGDState, finals: list[PairwiseSGDState]
 
 def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
                             counts: np.ndarray | None = None) -> np.ndarray:
-    """Differences ``x_i - x_j`` of ``n_pairs`` random pairs (float64).
+    """Differences ``x_i - x_j`` of ``n_pairs`` random pairs (float64; a CSR matrix for
+    sparse rows, the same pairs as for their dense form).
 
     Reads only as many randomly chosen chunks as needed to hold at least ``n_pairs``
     positives and negatives (usually one), in one compute; the pairs are drawn from the
@@ -271,6 +316,8 @@ def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
     if have_pos == 0 or have_neg == 0:
         raise ValueError("the data must hold both positive and negative rows")
     blocks = compute(*[(X.blocks[c], y.blocks[c]) for c in chosen])
+    if is_sparse(blocks[0][0]):
+        return _sparse_pair_differences(blocks, n_pairs, rng)
 
     def rows(sign):  # n_pairs rows drawn uniformly among the chosen chunks' rows of a class
         where = [(b, r) for b, (_, yb) in enumerate(blocks)
@@ -282,34 +329,59 @@ def sample_pair_differences(X: da.Array, y: da.Array, n_pairs: int, seed,
     return np.ascontiguousarray(rows(1) - rows(-1))
 
 
+def _sparse_pair_differences(blocks, n_pairs: int, rng: np.random.Generator):
+    """:func:`sample_pair_differences` of CSR blocks: the same draws (rows numbered block
+    after block), a CSR matrix of ``n_pairs`` differences."""
+    import scipy.sparse
+
+    X = scipy.sparse.vstack([b for b, _ in blocks], format="csr").astype(np.float64)
+    y = np.concatenate([np.sign(np.asarray(yb)) for _, yb in blocks])
+
+    def rows(sign):
+        where = np.flatnonzero(y == sign)
+        return X[where[rng.integers(0, len(where), n_pairs)]]
+
+    D = (rows(1) - rows(-1)).tocsr()
+    D.sort_indices()
+    return D
+
+
+def _eta_cost(D, eta: float, lam: float) -> float:
+    """SVMSGD2's ``evaluateEta`` on dense or CSR pair differences ``D``."""
+    if is_sparse(D):
+        return _constant_eta_cost_sparse(D.indptr, D.indices, D.data, D.shape[1], eta, lam)
+    return _constant_eta_cost(D, eta, lam)
+
+
 def search_eta0(D: np.ndarray, lam: float, *, factor: float = 2.0, max_steps: int = 60) -> float:
-    """SVMSGD2's ``determineEta0`` on pair differences ``D``.
+    """SVMSGD2's ``determineEta0`` on pair differences ``D`` (dense, or CSR for sparse rows).
 
     Doubles or halves eta from 1 while the regularized cost after one constant-step pass
     decreases; like Bottou's code it returns the smaller step of the final bracket, so the
     grid's local minimum is at the returned eta0 or at 2 * eta0 (a deliberately cautious step).
     """
     lo_eta = 1.0
-    lo_cost = _constant_eta_cost(D, lo_eta, lam)
+    lo_cost = _eta_cost(D, lo_eta, lam)
     hi_eta = lo_eta * factor
-    hi_cost = _constant_eta_cost(D, hi_eta, lam)
+    hi_cost = _eta_cost(D, hi_eta, lam)
     steps = 0
     if lo_cost < hi_cost:
         while lo_cost < hi_cost and steps < max_steps:
             hi_eta, hi_cost = lo_eta, lo_cost
             lo_eta = hi_eta / factor
-            lo_cost = _constant_eta_cost(D, lo_eta, lam)
+            lo_cost = _eta_cost(D, lo_eta, lam)
             steps += 1
     elif hi_cost < lo_cost:
         while hi_cost < lo_cost and steps < max_steps:
             lo_eta, lo_cost = hi_eta, hi_cost
             hi_eta = lo_eta * factor
-            hi_cost = _constant_eta_cost(D, hi_eta, lam)
+            hi_cost = _eta_cost(D, hi_eta, lam)
             steps += 1
     return lo_eta
 
 
-@solver(kind="stochastic", states=(PairwiseSGDState,), tags=("linear", "pairwise"), params={
+@solver(kind="stochastic", states=(PairwiseSGDState, SparseRows), tags=("linear", "pairwise"),
+        sparse=True, params={
     "lam": POSITIVE, "average": bool, "rskip": Interval(int, 1), "askip": Interval(int, 1),
     "average_start": Interval(int, 0), "t0": [POSITIVE, None], "eta0_pairs": Interval(int, 2),
     "shuffle": bool})
@@ -337,7 +409,8 @@ def pairwise_hinge_sgd(
 
     Parameters
     ----------
-    X : dask array (n, r), row-chunked; y : dask array (n,) of int8 in {-1, +1}, same chunks.
+    X : dask array (n, r), row-chunked, of dense or CSR blocks (sparse rows: O(non-zeros)
+        per step, module docstring); y : dask array (n,) of int8 in {-1, +1}, same chunks.
     lam : L2 regularization lambda (the paper's grid is {1e-10, ..., 1e-7}).
     n_epochs : epochs to run; one epoch is ``n`` pair steps, one Dask graph.
     n_chains : chains run in parallel over shares of the chunks each epoch, combined at its
