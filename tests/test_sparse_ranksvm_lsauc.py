@@ -265,7 +265,7 @@ def test_wide_sparse_fits_read_only_the_non_zeros(monkeypatch):
     # Newton: each chunk product reads the chunk's non-zeros; a pass never reads more
     assert seen_nt["calls"] > 0 and seen_nt["nnz"] * Xd.numblocks[0] == seen_nt["calls"] * X.nnz
     # no dense chunk (500 x 2^18 float64 = 1 GiB) and no d x d matrix: memory is r-vectors
-    assert peak < 64 * 8 * d
+    assert peak < 128 * 8 * d  # 256 MiB; measured 66 MiB
 
 
 def test_lsauc_cg_pass_cost_follows_the_non_zeros_not_the_width(monkeypatch):
