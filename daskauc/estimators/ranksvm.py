@@ -119,6 +119,12 @@ class RankSVM(LinearAUCModel):
     #: sparse rows (CSR blocks): the Newton passes cost their non-zeros (docs/sparse.md)
     _sparse_rows = True
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # C="auto" cannot choose C on sparse rows yet (_choose_C says so): a number can
+        tags.input_tags.sparse = not isinstance(self.C, str)
+        return tags
+
     _params = {
         "C": [Options("auto"), prsvm_newton.params["C"]],
         **params_of(prsvm_newton, "tol", "max_iter", "cg_tol", "max_cg", "precondition",
