@@ -125,7 +125,7 @@ class _LSModel(LinearAUCModel):
 @fill_doc()
 @model_class(cli="lsauc")
 class LSAUC(_LSModel):
-    """Exact least-squares AUC: one distributed pass and one r x r solve.
+    """Exact least-squares AUC: one pass and one r x r solve, or conjugate gradient (wide).
 
     Parameters
     ----------
@@ -134,14 +134,22 @@ class LSAUC(_LSModel):
     precision : {"auto", "float64", "mixed"}
         How the per-chunk scatter matrices are formed
         (:func:`daskauc.solvers.stats.class_statistics`).
+    solver : {"auto", "exact", "cg"}, default "auto"
+        "exact": the class statistics (r x r) and one solve, refused before any work above
+        2 GiB per r x r matrix. "cg": conjugate gradient on the implicit operator, one pass
+        per iteration, memory O(r) (:mod:`daskauc.solvers._lsauc_cg`). "auto": exact for
+        dense rows up to that size and for sparse rows up to 4,096 columns, "cg" above.
+    cg_tol, max_cg : float, default 1e-6, and int, default 1000
+        "cg" stops when ``||A w - D|| <= cg_tol ||D||`` or after ``max_cg`` iterations.
     %(class_weight)s
 
     Attributes
     ----------
     coef_ : ndarray (r,)
-        ``w* = (S+ + S- + D D^T + (lam/2) I)^{-1} D``.
+        ``w* = A^{-1} D``, ``A = S+ + S- + D D^T + (lam/2) I``.
     history_ : list of dict
-        The objective, the solve's relative residual and the timings.
+        The objective, the solve's relative residual and the timings (one record per
+        iteration for "cg").
     n_iter_, converged_, classes_, n_features_in_ : as every daskauc model.
     intercept_, calibration_slope_ : float
         The Platt calibration of ``X @ coef_`` (see :class:`daskauc.RankSVM`), for every
@@ -151,22 +159,45 @@ class LSAUC(_LSModel):
     -----
     Minimizes LS(w) exactly (module docstring): the "B-LS-SVM" batch baseline of the SPAM /
     SPDAM papers, computed from the class statistics instead of iteratively. ``partial_fit``
-    merges the statistics of a new batch and solves again (exact for a stream).
+    merges the statistics of a new batch and solves again (exact for a stream); "cg" keeps
+    none to merge, so a second ``partial_fit`` is refused there. Sparse rows: both routes
+    cost the non-zeros, never n x r (:func:`daskauc.solvers.stats.lsauc`, docs/sparse.md).
 
     References
     ----------
     Natole, Ying & Lyu, "Stochastic proximal algorithms for AUC maximization", ICML 2018.
     """
 
-    _params = {**params_of(lsauc, "lam"), **params_of(class_statistics, "precision")}
+    _params = {**params_of(lsauc, "lam", "solver", "cg_tol", "max_cg"),
+               **params_of(class_statistics, "precision")}
     _counts_calls = True
+    _sparse_rows = True
 
-    def __init__(self, lam: float = 1e-3, *, precision: str = "auto", class_weight=None):
+    def __init__(self, lam: float = 1e-3, *, precision: str = "auto", solver: str = "auto",
+                 cg_tol: float = 1e-6, max_cg: int = 1000, class_weight=None):
         self.lam = lam
         self.precision = precision
+        self.solver = solver
+        self.cg_tol = cg_tol
+        self.max_cg = max_cg
         self.class_weight = class_weight
 
     def _run(self, X, y, state, n_epochs, continuing):
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+
+        from ..solvers.stats import ls_route, refuse_merge
+
+        if ls_route(X, self.solver) == "cg" or isinstance(state, dict):
+            refuse_merge(state, X.shape[1])  # "cg" keeps no statistics to merge a batch into
+            res = lsauc(X, y, lam=float(self.lam), solver="cg", cg_tol=float(self.cg_tol),
+                        max_cg=int(self.max_cg))
+            if not res.converged:
+                warnings.warn(f"LSAUC(solver='cg') did not reach cg_tol={self.cg_tol} in "
+                              f"max_cg={self.max_cg} iterations; increase max_cg",
+                              ConvergenceWarning, stacklevel=4)
+            return res
         stats = class_statistics(X, y, precision=self.precision)
         if state is not None:
             stats = state.combine(stats)
@@ -271,6 +302,14 @@ class OPAUC(_LSModel):
         over 800-1,600 rows wants larger steps.
     n_epochs : int >= 1, default 1
         The paper makes one pass.
+    cov : {"auto", "full", "low-rank"}, default "auto"
+        The class covariances kept. "full": two r x r matrices, O(r^2) memory and time a
+        row (sparse rows too), refused when one is over 256 MiB (r > 5,792). "low-rank": the
+        paper's variant for high dimensions, a Gaussian sketch of rank ``rank`` per class
+        (2 r x rank floats; O(nnz rank + rank^2) a row, O(r rank) a chunk). "auto": "full"
+        while it fits, else "low-rank" (:mod:`daskauc.solvers.opauc`).
+    rank : int >= 1, default 50
+        The sketch's rank tau (``cov="low-rank"``).
     shuffle, random_state : as :class:`TwoPassAUC`.
     %(n_chains)s
     %(sync_every)s
@@ -278,10 +317,12 @@ class OPAUC(_LSModel):
 
     Notes
     -----
-    The full-covariance OPAUC of the paper (not its low-rank variant for high dimensions):
-    O(r^2) memory and O(r^2) time per row; constant step; last iterate. ``partial_fit``
-    continues the stream (statistics and model). Impractical at r in the thousands: use
-    :class:`LSAUC` (exact, one GEMM pass) or an O(r) method there.
+    OPAUC of the paper with full covariances (O(r^2) memory and time per row), or its
+    low-rank variant for high dimensions, whose sketch of the centred rows equals the
+    covariance in expectation; constant step; last iterate. ``partial_fit`` continues the
+    stream (statistics and model). Sparse rows: both routes (docs/sparse.md). The full route
+    is impractical at r in the thousands: use "low-rank", :class:`LSAUC` or an O(r) method
+    there.
 
     References
     ----------
@@ -289,16 +330,19 @@ class OPAUC(_LSModel):
     """
 
     _params = {**params_of(opauc, "lam"), "eta": _auto(opauc, "eta"), "n_epochs": _EPOCHS,
-               "shuffle": bool}
+               **params_of(opauc, "cov", "rank"), "shuffle": bool}
+    _sparse_rows = True
     #: eta="auto" is this over the mean squared row norm
     AUTO_ETA = 2.0**-5
 
-    def __init__(self, lam: float = 1e-3, *, eta="auto", n_epochs: int = 1,
-                 shuffle: bool = True, random_state=None, n_chains="auto", sync_every=None,
-                 class_weight=None):
+    def __init__(self, lam: float = 1e-3, *, eta="auto", n_epochs: int = 1, cov: str = "auto",
+                 rank: int = 50, shuffle: bool = True, random_state=None, n_chains="auto",
+                 sync_every=None, class_weight=None):
         self.lam = lam
         self.eta = eta
         self.n_epochs = n_epochs
+        self.cov = cov
+        self.rank = rank
         self.shuffle = shuffle
         self.random_state = random_state
         self.n_chains = n_chains
@@ -308,9 +352,10 @@ class OPAUC(_LSModel):
     def _run(self, X, y, state, n_epochs, continuing):
         eta = auto_step(self, "eta", self.AUTO_ETA, state,
                         lambda: mean_sq_norm(X, all_rows=False))
-        return opauc(X, y, lam=float(self.lam), eta=eta, n_epochs=n_epochs,
-                     shuffle=self.shuffle, random_state=self.random_state, state=state,
-                     n_chains=self.n_chains, sync_every=self.sync_every)
+        return opauc(X, y, lam=float(self.lam), eta=eta, n_epochs=n_epochs, cov=self.cov,
+                     rank=int(self.rank), shuffle=self.shuffle,
+                     random_state=self.random_state, state=state, n_chains=self.n_chains,
+                     sync_every=self.sync_every)
 
 
 @fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.", combine=(
@@ -354,7 +399,9 @@ class SOLAM(_LSModel):
     Notes
     -----
     Saddle-point SGD on ``F(w, a, b, alpha; z)`` with ``p`` estimated online; output the
-    gamma-weighted average of the iterates (:mod:`daskauc.solvers.solam`).
+    gamma-weighted average of the iterates (:mod:`daskauc.solvers.solam`). Sparse rows: the
+    same steps in O(nnz) a row (a lazily scaled iterate and a lazy average, exact;
+    docs/sparse.md).
 
     References
     ----------
@@ -366,6 +413,7 @@ class SOLAM(_LSModel):
     _params = {"zeta": _auto(solam, "zeta"),
                **params_of(solam, "R", "penalty", "lam", "variant", "kappa"),
                "n_epochs": _EPOCHS, "shuffle": bool}
+    _sparse_rows = True
 
     #: zeta="auto" is this over the mean squared row norm
     AUTO_ZETA = 5.0
