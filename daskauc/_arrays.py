@@ -13,7 +13,10 @@ from ._compute import compute
 
 
 def _take_rows(block, local, block_info=None):
-    return np.asarray(block)[local[block_info[0]["chunk-location"][0]]]
+    rows = local[block_info[0]["chunk-location"][0]]
+    if hasattr(block, "tocsr"):  # a CSR block (daskauc._sparse) stays sparse
+        return block[rows]
+    return np.asarray(block)[rows]
 
 
 def sample_rows(Xd: da.Array, idx: np.ndarray) -> da.Array:
@@ -26,7 +29,7 @@ def sample_rows(Xd: da.Array, idx: np.ndarray) -> da.Array:
     cut = np.searchsorted(idx, bounds)
     local = [idx[cut[i] : cut[i + 1]] - bounds[i] for i in range(Xd.numblocks[0])]
     return Xd.map_blocks(_take_rows, local, chunks=(tuple(map(len, local)), Xd.chunks[1]),
-                         dtype=Xd.dtype, token="daskauc-sample", meta=np.empty((0, 0), Xd.dtype))
+                         dtype=Xd.dtype, token="daskauc-sample", meta=Xd._meta)
 
 
 def stratified_subsample(y: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:

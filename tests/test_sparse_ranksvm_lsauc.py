@@ -118,8 +118,11 @@ def test_ranksvm_estimator_on_sparse_rows_equals_dense():
         model = RankSVM(C=1.0).fit(sparse_row_blocks(X, 70), y)
         pf = RankSVM(C=1.0).partial_fit(X[:150], y[:150]).partial_fit(X[150:], y[150:])
         s, p, label = model.decision_function(X), model.predict_proba(X), model.predict(X)
-        with pytest.raises(ValueError, match="cannot choose C on sparse rows"):
-            RankSVM().fit(X, y)  # until model_selection.c_path reads sparse subsamples
+        auto = RankSVM(random_state=0).fit(X, y)  # C="auto" selects on a sparse subsample
+    auto_dense = RankSVM(random_state=0).fit(Xa, y)
+    assert auto.selection_["C"] == auto_dense.selection_["C"]
+    np.testing.assert_allclose(auto.coef_, auto_dense.coef_, rtol=0,
+                               atol=1e-9 * np.abs(auto_dense.coef_).max())
     scale = np.abs(dense.coef_).max()
     np.testing.assert_allclose(model.coef_, dense.coef_, rtol=0, atol=1e-9 * scale)
     np.testing.assert_allclose(pf.coef_, dense_pf.coef_, rtol=0, atol=1e-9 * scale)

@@ -16,7 +16,6 @@ from .._docs import fill_doc
 from .._labels import check_X_y
 from .._params import Options, check_params, params_checked, params_of
 from .._registry import model_class
-from .._sparse import is_sparse_dask
 from .._validation import check_n_features, set_features_in
 from ..composite.calibration import check_class_weight
 from ..model_selection.c_path import select_C
@@ -119,12 +118,6 @@ class RankSVM(LinearAUCModel):
     #: sparse rows (CSR blocks): the Newton passes cost their non-zeros (docs/sparse.md)
     _sparse_rows = True
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # C="auto" cannot choose C on sparse rows yet (_choose_C says so): a number can
-        tags.input_tags.sparse = not isinstance(self.C, str)
-        return tags
-
     _params = {
         "C": [Options("auto"), prsvm_newton.params["C"]],
         **params_of(prsvm_newton, "tol", "max_iter", "cg_tol", "max_cg", "precondition",
@@ -161,9 +154,6 @@ class RankSVM(LinearAUCModel):
         self.__dict__.pop("selection_", None)
         if not isinstance(self.C, str):
             return float(self.C)
-        if is_sparse_dask(Xd):  # select_C reads its subsample as a dense array
-            raise ValueError("RankSVM(C='auto') cannot choose C on sparse rows yet (the "
-                             "selection's subsample is read dense); pass C as a number")
         # the choice does not depend on max_iter (a checkpointed fit resumed with more steps
         # must choose the same C)
         with params_checked():

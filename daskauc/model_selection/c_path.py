@@ -115,7 +115,8 @@ def select_C(X: da.Array, y: da.Array, *, solver_params: dict, random_state=None
     check_selectable(*pm1_counts(y_np))
     idx = stratified_subsample(y_np, rows, rng)
     (Xs,) = compute(X if idx.size == n else sample_rows(X, idx))
-    Xs, ys = np.ascontiguousarray(Xs), y_np[idx]
+    # sparse rows (CSR) stay sparse: the path's solves and scores read their non-zeros
+    Xs, ys = (Xs if hasattr(Xs, "tocsr") else np.ascontiguousarray(Xs)), y_np[idx]
     tr, va = stratified_split(ys, TRAIN_SHARE, rng)
     X_tr, y_tr = Xs[tr], ys[tr]
     solver_params = {**solver_params, "tol": max(solver_params.get("tol", SELECTION_TOL),

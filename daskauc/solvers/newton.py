@@ -106,26 +106,12 @@ def sampled_pair_moments(X: da.Array, y: np.ndarray, rows: int | None = None,
     idx = stratified_subsample(y, int(rows), np.random.default_rng(seed))
     if idx.size < y.size:
         sparse = is_sparse_dask(X)
-        (Xs,) = compute(_sample_sparse_rows(X, idx) if sparse else sample_rows(X, idx))
+        (Xs,) = compute(sample_rows(X, idx))
         # the sample is here: its statistics are computed here, not sent back to a cluster
         with dask.config.set(scheduler="sync"):
             return pair_second_moment(class_statistics(Xs if sparse else np.asarray(Xs),
                                                        y[idx]))
     return pair_second_moment(class_statistics(X, y))
-
-
-def _take_csr_rows(block, local, block_info=None):
-    return block[local[block_info[0]["chunk-location"][0]]]
-
-
-def _sample_sparse_rows(X: da.Array, idx: np.ndarray) -> da.Array:
-    """Rows ``idx`` (sorted) of a dask array of CSR blocks, still CSR blocks (one
-    ``daskauc-sample`` task per chunk; ``daskauc._arrays.sample_rows`` reads dense blocks)."""
-    bounds = np.cumsum((0,) + X.chunks[0])
-    cut = np.searchsorted(idx, bounds)
-    local = [idx[cut[i]:cut[i + 1]] - bounds[i] for i in range(X.numblocks[0])]
-    return X.map_blocks(_take_csr_rows, local, chunks=(tuple(map(len, local)), X.chunks[1]),
-                        dtype=X.dtype, meta=X._meta, token="daskauc-sample")
 
 
 def _validation_auc(op: PairwiseOperator, Xv, yv, w) -> float:
