@@ -172,6 +172,25 @@ def sparse_squares(block) -> np.ndarray:
     return np.array([float(data @ data)])
 
 
+def nonzeros_per_row(X: da.Array) -> float | None:
+    """Mean non-zeros a row of a sparse dask array, when known without reading it: from its
+    blocks held in memory, or from the chunk counts a sparse store records (its reader's
+    ``chunk_nonzeros``); None otherwise."""
+    graph = dict(X.__dask_graph__())
+    nnz = 0
+    for i in range(X.numblocks[0]):
+        value = graph.get((X.name, i, 0))
+        if is_sparse(value):
+            nnz += value.nnz
+            continue
+        counts = getattr(value[1], "chunk_nonzeros", None) if isinstance(value, tuple) \
+            and len(value) == 3 else None
+        if counts is None or value[2] >= len(counts):
+            return None
+        nnz += counts[value[2]]
+    return nnz / max(1, X.shape[0])
+
+
 def sparse_nbytes(block) -> int:
     """Bytes of a CSR block's three arrays."""
     return int(block.data.nbytes + block.indices.nbytes + block.indptr.nbytes)

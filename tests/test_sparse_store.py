@@ -188,3 +188,17 @@ def test_a_file_of_16_million_features_is_ingested_within_a_chunk_of_memory(tmp_
     size = sum(os.path.getsize(p) for p in glob.glob(f"{tmp_path}/click.zarr/**/*",
                                                       recursive=True) if os.path.isfile(p))
     assert size < 2000 * 12 * 8 * 2  # about the non-zeros, never 2000 x 2**24
+
+
+def test_the_non_zeros_a_row_are_known_without_reading_the_rows(tmp_path):
+    from daskauc._sparse import nonzeros_per_row
+    from daskauc.engine.chain_plan import is_materialized
+
+    X, y = _wide()
+    in_memory = sparse_row_blocks(X, 200)
+    assert is_materialized(in_memory)
+    assert nonzeros_per_row(in_memory) == pytest.approx(X.nnz / X.shape[0])
+    ds = daskauc.ingest_array(X, y, tmp_path / "s.zarr", chunk_rows=200)
+    assert ds.attrs["chunk_nonzeros"] == [X[a:a + 200].nnz for a in (0, 200, 400)]
+    assert nonzeros_per_row(ds.X) == pytest.approx(X.nnz / X.shape[0])
+    assert not is_materialized(ds.X)

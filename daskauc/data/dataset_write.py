@@ -198,15 +198,16 @@ def _write_sparse(Xd: da.Array, yd: da.Array, counts, store, meta: dict, overwri
         group.require_group(GROUP)
         nnz = Xd.map_blocks(_write_csr_block, group, cr, drop_axis=1,
                             chunks=((1,) * Xd.numblocks[0],), dtype=np.int64,
-                            meta=np.empty((0,), np.int64), token="daskauc-write-csr").sum()
+                            meta=np.empty((0,), np.int64), token="daskauc-write-csr")
         target = _GuardedTarget(zy)
         try:
             stored = da.store(yd, target, lock=False, compute=False)
-            _, c, total = _compute.compute(stored, counts, nnz)
+            _, c, per_chunk = _compute.compute(stored, counts, nnz)
         except BaseException:
             target.close_and_wait()
             raise
-        group.update_attributes({**_counts_attrs(c), "n_nonzero": int(total)})
+        group.update_attributes({**_counts_attrs(c), "n_nonzero": int(per_chunk.sum()),
+                                 "chunk_nonzeros": [int(v) for v in per_chunk]})
     return open_dataset(store, storage_options=storage_options)
 
 

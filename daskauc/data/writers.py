@@ -95,17 +95,18 @@ class _SparseWriter(_DirectWriter):
 
     def __init__(self, group, spill: str, cr: int):
         super().__init__(None, spill, cr, known_rows=True)
-        self.group, self.n_chunks, self.nnz = group, 0, 0
+        self.group, self.n_chunks, self.nnz = group, 0, []
         group.require_group(GROUP)
 
     def write(self, chunk: _Chunk) -> None:
-        self.nnz += write_csr_chunk(self.group, self.n_chunks, chunk.X)
+        self.nnz.append(write_csr_chunk(self.group, self.n_chunks, chunk.X))
         chunk.codes.tofile(self.codes_file)
         self.n_chunks += 1
         self.n += chunk.X.shape[0]
 
     def attrs(self) -> dict:
-        return {ROWS_ATTR: CSR, FORMAT_ATTR: FORMAT_VERSION, "n_nonzero": int(self.nnz)}
+        return {ROWS_ATTR: CSR, FORMAT_ATTR: FORMAT_VERSION, "n_nonzero": int(sum(self.nnz)),
+                "chunk_nonzeros": [int(c) for c in self.nnz]}
 
 
 def _write_labels(zy, a: int, yb: np.ndarray, counts: np.ndarray) -> None:

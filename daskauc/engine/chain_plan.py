@@ -13,6 +13,11 @@ import dask.array as da
 import numpy as np
 from dask.core import flatten
 
+from .._sparse import is_sparse, nonzeros_per_row
+
+#: non-zeros a sparse row is assumed to hold when its array does not say (chain counts only)
+SPARSE_ROW_GUESS = 64
+
 
 def chunk_holders(X: da.Array) -> list[tuple[str, ...]] | None:
     """The workers holding each row block of ``X`` when every block is a distributed Future
@@ -91,8 +96,14 @@ def resolve_chains(n_chains, X: da.Array | None = None) -> int:
             return threads
         from .cost import chain_count
 
-        return chain_count([int(c) for c in X.chunks[0]], X.dtype.itemsize * int(X.shape[1]),
-                           threads, distributed=distributed)
+        row_bytes, state_bytes = X.dtype.itemsize * int(X.shape[1]), 0
+        if is_sparse(X._meta):  # a row costs its non-zeros; a merge, the dense w of a chain
+            per_row = nonzeros_per_row(X)
+            row_bytes = (X.dtype.itemsize + 4) * (per_row if per_row is not None
+                                                  else SPARSE_ROW_GUESS)
+            state_bytes = 8 * int(X.shape[1])
+        return chain_count([int(c) for c in X.chunks[0]], row_bytes, threads,
+                           distributed=distributed, state_bytes=state_bytes)
     if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
         raise ValueError(f"n_chains must be an int >= 1 or 'auto'; got {n_chains!r}")
     return int(n_chains)
@@ -121,4 +132,5 @@ def is_materialized(X: da.Array) -> bool:
 
     graph = dict(X.__dask_graph__())
     keys = set(flatten(X.__dask_keys__()))
-    return all(isinstance(graph.get(k), (np.ndarray, Future)) for k in keys)
+    return all(isinstance(graph.get(k), (np.ndarray, Future)) or is_sparse(graph.get(k))
+               for k in keys)

@@ -317,8 +317,8 @@ CHAIN_ROUND_SECONDS = {"threads": 0.002, "distributed": 0.03}
 CHAIN_MIN_GAIN = 1.2
 
 
-def chain_count(chunk_rows: list[int], row_bytes: int, max_chains: int, *,
-                distributed: bool) -> int:
+def chain_count(chunk_rows: list[int], row_bytes: float, max_chains: int, *,
+                distributed: bool, state_bytes: int = 0) -> int:
     """Parallel chains for a stochastic epoch over row chunks of ``chunk_rows`` rows of
     ``row_bytes`` bytes each: up to ``max_chains`` (the worker threads), the count whose
     epoch is predicted fastest, if it beats one chain by ``CHAIN_MIN_GAIN``; else 1.
@@ -327,7 +327,9 @@ def chain_count(chunk_rows: list[int], row_bytes: int, max_chains: int, *,
     chunks, as :func:`daskauc.engine.chain_plan.assign_visits` deals them) at
     ``STEP_ROW_SECONDS`` a row and ``STEP_BYTES_PER_SECOND``, plus ``CHAIN_ROUND_SECONDS`` for
     its merge; one chain takes all the chunks. So data in one chunk, or so small that the
-    merge costs more than the chains save, runs one chain.
+    merge costs more than the chains save, runs one chain. ``state_bytes``: the dense state
+    each chain hands to the merge (sparse rows: their work is small beside a weight vector
+    of d floats), read at ``STEP_BYTES_PER_SECOND`` per chain.
     """
     C = len(chunk_rows)
     if max_chains <= 1 or C <= 1:
@@ -338,7 +340,7 @@ def chain_count(chunk_rows: list[int], row_bytes: int, max_chains: int, *,
     one = C * per_chunk
     best, best_time = 1, one
     for K in range(2, min(max_chains, C) + 1):
-        seconds = -(-C // K) * per_chunk + round_cost
+        seconds = -(-C // K) * per_chunk + round_cost + K * state_bytes / STEP_BYTES_PER_SECOND
         if seconds < best_time:
             best, best_time = K, seconds
     return best if one >= CHAIN_MIN_GAIN * best_time else 1

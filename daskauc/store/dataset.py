@@ -245,6 +245,8 @@ class CsrChunkReader:
         self.group, self.label, self.rows = group, label, tuple(int(r) for r in rows)
         self.n_features, self.dtype = int(n_features), np.dtype(dtype)
         self.checksums = checksums
+        #: each chunk's non-zeros as the writer recorded them (None: not recorded)
+        self.chunk_nonzeros = None
 
     def __call__(self, i: int):
         import scipy.sparse
@@ -301,5 +303,8 @@ def open_csr_X(group: zarr.Group, label: str, name: str, checksums: dict[str, in
     rows = tuple([cr] * (n // cr) + ([n % cr] if n % cr else []))
     dtype = np.dtype(attrs["dtype"])
     reader = CsrChunkReader(group, label, rows, d, dtype, checksums)
+    counts = attrs.get("chunk_nonzeros")
+    if isinstance(counts, list) and len(counts) == len(rows):
+        reader.chunk_nonzeros = tuple(int(c) for c in counts)
     graph = {(name, i, 0): (_read_chunk, reader, i) for i in range(len(rows))}
     return da.Array(graph, name, chunks=(rows, (d,)), meta=sparse_meta(d, dtype))
