@@ -402,6 +402,8 @@ class StoreBlocks:
     label: str
 
     def read(self, X: np.ndarray, start: int):
+        if is_sparse(X):  # a sparse store's chunk: checked when it was read
+            return X, None
         if not np.isfinite(X).all():
             r, c = (int(v) for v in np.argwhere(~np.isfinite(X))[0])
             raise ValueError(f"{self.label}: X[{start + r}, {c}] is {X[r, c]}; impute or "

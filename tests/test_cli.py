@@ -299,3 +299,38 @@ def test_a_ctrl_c_lost_in_a_garbage_collection_still_stops_the_fit(embedded, tmp
     assert calls["n"] < 30  # it stopped soon after, not at the end of 30 epochs
     assert "interrupted" in capsys.readouterr().err
     assert not model.exists()
+
+
+def test_a_wide_sparse_file_from_ingest_to_scores(tmp_path, capsys):
+    # 100,000 features, a few dozen non-zeros a row: stored sparse, fitted, evaluated and
+    # scored through the command line, the scores those of evaluate
+    import pandas as pd
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(0)
+    n, d, per_row = 1500, 100_000, 30
+    cols = np.sort(rng.choice(300, size=(n, per_row)), axis=1) * 333  # shared columns
+    X = sp.csr_matrix((rng.random(n * per_row), cols.ravel(),
+                       np.arange(0, n * per_row + 1, per_row)), shape=(n, d))
+    X.sum_duplicates()
+    s = X @ rng.normal(size=d)
+    y = (s > np.quantile(s, 0.7)).astype(int)
+    d_ = lambda name: str(tmp_path / name)  # noqa: E731
+    dump_svmlight_file(X[:1200], y[:1200], d_("tr.svm"), zero_based=False)
+    dump_svmlight_file(X[1200:], y[1200:], d_("te.svm"), zero_based=False)
+    assert main(["ingest", d_("tr.svm"), d_("tr.zarr"), "--n-features", str(d)]) == 0
+    assert main(["ingest", d_("te.svm"), d_("te.zarr"), "--n-features", str(d)]) == 0
+    assert "sparse rows: " in capsys.readouterr().out
+    assert open_dataset(d_("tr.zarr")).attrs["rows"] == "csr"
+    for method in ("ranksvm", "lsauc", "oam"):
+        assert main(["fit", d_("tr.zarr"), d_(f"{method}.zarr"), "--method", method]) == 0
+        capsys.readouterr()
+        assert main(["--json", "evaluate", d_(f"{method}.zarr"), d_("te.zarr")]) == 0
+        auc = json.loads(capsys.readouterr().out)["auc"]
+        assert auc > 0.85, (method, auc)
+    assert main(["predict", d_("lsauc.zarr"), d_("te.zarr"), d_("scores.parquet")]) == 0
+    scores = pd.read_parquet(d_("scores.parquet"))
+    model = load_model(d_("lsauc.zarr"))
+    np.testing.assert_allclose(scores["decision_function"], model.decision_function(X[1200:]),
+                               rtol=1e-5, atol=1e-6)

@@ -647,8 +647,8 @@ def test_small_input_errors_say_what_is_wrong(tmp_path):
     import scipy.sparse as sp
 
     y = np.r_[np.ones(5), -np.ones(5)]
-    with pytest.raises(TypeError, match="sparse csr_matrix of .* daskauc reads dense rows"):
-        ingest_array(sp.random(10, 3, format="csr"), y, tmp_path / "a.zarr")
+    with pytest.raises(ValueError, match="0 samples"):  # sparse rows: tests/test_sparse_store
+        ingest_array(sp.random(0, 3, format="csr"), np.zeros(0), tmp_path / "a.zarr")
     with pytest.raises(ValueError, match="0 samples"):
         ingest_array(np.zeros((0, 3)), np.zeros(0), tmp_path / "b.zarr")
     from daskauc import PairwiseHingeSGD

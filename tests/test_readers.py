@@ -53,7 +53,8 @@ def _write_parquet(path, X, y):
 
 
 def test_every_input_kind_has_one_registered_reader_with_its_options():
-    assert list(READERS) == ["store", "parquet", "libsvm", "csv", "dask", "dataframe", "numpy"]
+    assert list(READERS) == ["store", "parquet", "libsvm", "csv", "dask", "dataframe", "sparse",
+                             "numpy"]
     for cls in READERS.values():
         assert dataclasses.is_dataclass(cls.Options), cls
     # the names format= took before the door still name the same readers
@@ -87,6 +88,10 @@ def test_each_input_is_claimed_by_its_reader(tmp_path):
     assert reader_for(frame).name == "dataframe"
     assert reader_for(X).name == "numpy"
     assert reader_for(X.tolist()).name == "numpy"
+    import scipy.sparse as sp
+
+    assert reader_for(sp.csr_matrix(X)).name == "sparse"
+    assert reader_for(pd.DataFrame(X).astype(pd.SparseDtype(float, 0.0))).name == "sparse"
     with pytest.raises(FileNotFoundError, match="no such file"):
         reader_for(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
