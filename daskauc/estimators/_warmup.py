@@ -12,7 +12,8 @@ the compilation: 5-10 s for a preset on spambase, on each new machine or contain
 ingested, split and standardized; every public estimator and transformer with its default
 arguments (``KernelAUC`` with small grids and both routes: its default search is the same
 kernels many more times) on numpy and on a dataset store (read-only chunks are another type
-signature); the k-means Nystroem embedding written to a store and a model fitted from it;
+signature), and those that read sparse rows on a CSR matrix and a sparse store; the k-means
+Nystroem embedding written to a store and a model fitted from it;
 decision functions and the exact AUC. It takes seconds once the cache is populated, and
 returns the seconds of each step.
 """
@@ -81,8 +82,10 @@ def warm_up(workdir: str | None = None, *, only: tuple[str, ...] | None = None
     default); ``only``: the names of the estimators and transformers to fit (all by default;
     the ingest, split and embedding steps always run). Runs on the current Dask scheduler.
     """
+    import scipy.sparse
+
     from ..data.default import default_dataset_path
-    from ..data.ingest import ingest, write_dataset
+    from ..data.ingest import ingest, ingest_array, write_dataset
     from ..data.scale import StandardScaler
     from ..data.split import split_store
     from ..embed import KMeansNystroem
@@ -124,11 +127,18 @@ def warm_up(workdir: str | None = None, *, only: tuple[str, ...] | None = None
             step("fit on the embedding store",
                  lambda: PairwiseHingeSGD(random_state=0).fit(emb.X, emb.y).decision_function(
                      emb.X).compute())
+            # sparse rows: in memory (int32 row pointers) and from a sparse store (int64)
+            Xs = scipy.sparse.csr_matrix(np.where(np.abs(X) > 1.0, X, 0.0))
+            step("sparse store", lambda: ingest_array(Xs, y, p("sparse.zarr"),
+                                                      chunk_rows=CHUNK_ROWS))
             transformers = _transformers()
             for name, make in {**transformers, **_estimators()}.items():
                 if only is not None and name not in only:
                     continue
-                for kind, (Xf, yf) in (("numpy", (X, y)), ("store", (p("small.zarr"), None))):
+                kinds = [("numpy", (X, y)), ("store", (p("small.zarr"), None))]
+                if getattr(type(make()), "_sparse_rows", False):
+                    kinds += [("sparse", (Xs, y)), ("sparse store", (p("sparse.zarr"), None))]
+                for kind, (Xf, yf) in kinds:
                     def fit(make=make, Xf=Xf, yf=yf, name=name):
                         model = make()
                         if name in transformers:
