@@ -291,8 +291,8 @@ SPARSE_ADVICE = (
     "Reduce the features first: hash them into a few thousand columns "
     "(sklearn.feature_extraction.FeatureHasher), project them "
     "(sklearn.random_projection.SparseRandomProjection or sklearn.decomposition.TruncatedSVD) "
-    "or keep the frequent ones, then ingest the result; or fit a linear model on the sparse "
-    "matrix with a tool made for it (sklearn.linear_model.SGDClassifier).")
+    "or keep the frequent ones, then ingest the result; or keep the rows sparse and fit a "
+    "model that reads them (docs/sparse.md).")
 
 
 def reject_sparse(X, name: str = "X") -> None:
