@@ -30,16 +30,31 @@ bound; the default of the :class:`daskauc.SPAM` estimator).
 Steps: ``eta_t = eta / sqrt(t)`` (``schedule="invsqrt"``, the authors' code, ``eta`` = their
 C) or ``eta_t = eta / (t + 1)`` (``schedule="inverse"``, the O(log T / T) theorem's
 ``1 / (C~ (t+1))`` with ``eta = 1/C~``).
+
+Sparse rows (CSR chunks; :mod:`daskauc.solvers._spam_sparse_kernels`): the same steps in
+O(nnz) a row (O(nnz log b) with ``l1 > 0``) and O(r) a chunk. Exact (the dense kernel's
+iterates up to float64 rounding): the L2 shrink (a lazy scale of ``w``), the soft-threshold
+of every coordinate at every step (applied per coordinate when a row touches it, the
+cumulative penalty of Tsuruoka, Tsujii & Ananiadou 2009 with the scale; ``w.c+-``, which
+needs every coordinate, from sums over the coordinates still above their thresholds), the
+uniform average of the iterates (prefix sums over the chunk's steps) and, without L1, the
+chains' drift. With ``l1 > 0`` the drift is a dense vector between soft-thresholds, which no
+lazy form composes: it is added to every coordinate (O(r)) every
+:func:`sparse_drift_every` steps instead of every ``DRIFT_EVERY``, the same expected move
+per step (the dense schedule exactly while ``r <= DRIFT_EVERY`` non-zeros a row). Rows are
+never centred (``x - mean`` would be dense): the paper's steps on the rows as given.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .._params import NON_NEGATIVE, POSITIVE, Interval, Options
 from .._registry import solver
+from .._sparse import csr_parts, is_sparse
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
     DRIFT_EVERY,
@@ -52,6 +67,7 @@ from ..engine.stream import run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _spam_chunk
 from ._result import SolverResult
+from ._spam_sparse_kernels import _spam_chunk_csr
 from .stats import (
     ClassMeans,
     ClassStats,
@@ -90,11 +106,26 @@ def _spam_step(Xb, yb, state: SPAMState, seed, extra, *, lam, l1, eta, schedule,
     wbar = state.wbar.copy()
     clock = chain_clock(state)
     gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
-    t = _spam_chunk(X, yv, order, m.mean_pos, m.mean_neg,
-                    np.zeros(0) if drift is None else drift, w, wbar, clock, state.t,
-                    float(eta), schedule == "invsqrt", p, p * (1.0 - p) * lam,
-                    p * (1.0 - p) * l1, float(stride), gain, DRIFT_EVERY)
+    every = DRIFT_EVERY
+    kernel, rows = _spam_chunk, (X,)
+    if is_sparse(X):
+        kernel, rows = _spam_chunk_csr, csr_parts(X)
+        if l1 > 0 and drift is not None:  # each drift then costs O(r): O(nnz) a row
+            every = sparse_drift_every(X.shape[1], X.nnz, X.shape[0])
+            drift = drift * (every / DRIFT_EVERY)
+    t = kernel(*rows, yv, order, m.mean_pos, m.mean_neg,
+               np.zeros(0) if drift is None else drift, w, wbar, clock, state.t, float(eta),
+               schedule == "invsqrt", p, p * (1.0 - p) * lam, p * (1.0 - p) * l1,
+               float(stride), gain, every)
     return replace(state, w=w, wbar=wbar, t=int(t), clock=next_clock(state, stride, clock))
+
+
+def sparse_drift_every(n_features: int, nnz: int, n_rows: int) -> int:
+    """Steps between the chains' drifts of SPAM-NET on sparse rows: ``DRIFT_EVERY`` times
+    the smallest whole number that makes the O(r) drift cost at most the rows' non-zeros
+    (``DRIFT_EVERY`` itself, the dense kernel's, for ``r <= DRIFT_EVERY`` nnz a row)."""
+    per_row = max(1.0, nnz / max(1, n_rows))
+    return DRIFT_EVERY * max(1, math.ceil(n_features / (DRIFT_EVERY * per_row)))
 
 
 def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
@@ -106,7 +137,7 @@ def merge_chains(start: SPAMState, finals: list[SPAMState], seed) -> SPAMState:
 
 @solver(kind="stochastic", states=(SPAMState,), tags=("linear", "least-squares loss"), params={
     "lam": NON_NEGATIVE, "l1": NON_NEGATIVE, "eta": POSITIVE, "schedule": Options(*SCHEDULES),
-    "average": bool, "n_epochs": Interval(int, 0)})
+    "average": bool, "n_epochs": Interval(int, 0)}, sparse=True)
 def spam(X, y, *, lam: float = 1e-3, l1: float = 0.0, eta: float = 1.0,
          schedule: str = "invsqrt", average: bool = True, n_epochs: int = 5,
          shuffle: bool = True, random_state=None, means: ClassMeans | None = None,

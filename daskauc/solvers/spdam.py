@@ -45,6 +45,13 @@ the theorem's independent uniform batches; the measured convergence is geometric
 The duals are an n-vector kept in the state, split like the row chunks; each chunk's task
 updates its own slice. One epoch is one graph ``daskauc-spdam-epoch-...``.
 
+Sparse rows (CSR chunks): ``_ls_sparse_kernels._spdam_chunk_csr``, the same iterations in
+O(nnz) a row and O(r) a chunk, exact (the dense kernel's iterates up to float64 rounding):
+``u``, ``w`` and ``wbar`` are kept as combinations of two vectors that a batch changes on its
+non-zeros only, the last batch's sparse increment and the dense means ``m+``, ``m-``, with
+scalar coefficients; ``xbar_i``'s dense ``- m_y`` part and the Sherman-Morrison step act on
+the coefficients. ``R``'s default (from the first pass) is the same as for dense rows.
+
 Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`). The chains of a round visit
 disjoint chunks, so the duals merge exactly: each chunk's duals are those of the chain that
 visited it (the start's if none did), and ``u = (1/n) sum_i beta_i xbar_i``, linear in the
@@ -67,11 +74,13 @@ import numpy as np
 
 from .._params import POSITIVE, Interval
 from .._registry import solver
+from .._sparse import csr_parts, is_sparse
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import add_increments, mix_iterates
 from ..engine.stream import run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _spdam_chunk
+from ._ls_sparse_kernels import _spdam_chunk_csr
 from ._result import SolverResult
 from .stats import (
     ClassMeans,
@@ -126,10 +135,13 @@ def _spdam_step(Xb, yb, state: SPDAMState, seed, chunk, **_):
     duals = list(state.duals)
     d = duals[chunk].copy()
     r = w.shape[0]
-    iters = _spdam_chunk(X, yv, order, mn.mean_pos, mn.mean_neg, mn.mean_neg - mn.mean_pos, d,
-                         u, w, wbar, np.empty(r), np.empty(r), 1.0 / math.sqrt(mn.p),
-                         1.0 / math.sqrt(1.0 - mn.p), float(mn.n), int(pr["m"]), pr["sigma"],
-                         pr["tau"], pr["theta"], pr["mu"])
+    if is_sparse(X):
+        kernel, rows, scratch = _spdam_chunk_csr, csr_parts(X), ()
+    else:
+        kernel, rows, scratch = _spdam_chunk, (X,), (np.empty(r), np.empty(r))
+    iters = kernel(*rows, yv, order, mn.mean_pos, mn.mean_neg, mn.mean_neg - mn.mean_pos, d,
+                   u, w, wbar, *scratch, 1.0 / math.sqrt(mn.p), 1.0 / math.sqrt(1.0 - mn.p),
+                   float(mn.n), int(pr["m"]), pr["sigma"], pr["tau"], pr["theta"], pr["mu"])
     duals[chunk] = d
     return replace(state, w=w, wbar=wbar, u=u, duals=tuple(duals),
                    iters=state.iters + int(iters))
@@ -154,7 +166,7 @@ def merge_chains(start: SPDAMState, finals: list[SPDAMState], seed) -> SPDAMStat
 
 @solver(kind="stochastic", states=(SPDAMState, ClassMeans), tags=("linear", "least-squares loss"),
         params={"lam": POSITIVE, "batch_size": Interval(int, 1), "n_epochs": Interval(int, 0),
-                "R": [POSITIVE, None]})
+                "R": [POSITIVE, None]}, sparse=True)
 def spdam(X, y, *, lam: float = 1e-3, batch_size: int = 1, n_epochs: int = 10,
           shuffle: bool = True, random_state=None, R: float | None = None,
           means: ClassMeans | None = None, stats: ClassStats | None = None,

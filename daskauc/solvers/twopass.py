@@ -28,6 +28,12 @@ Dask graph ``daskauc-twopass-epoch-...`` threading ``w`` through the chunks in a
 order, rows inside a chunk in a random permutation (numba kernel
 ``_ls_kernels._twopass_sgd_chunk``, two O(r) loops per row).
 
+Sparse rows (CSR chunks): ``_ls_sparse_kernels._twopass_sgd_chunk_csr``, the same steps in
+O(nnz) a row and O(r) a chunk, exact (the dense kernel's iterates up to float64 rounding):
+``w`` is kept as ``alpha v + beta+ c+ + beta- c- + gamma f`` (the decay a scale, the dense
+``c+ - c-`` and ``x - c_y`` terms and the chains' drift ``f`` coefficients), so a row moves
+``v`` on its non-zeros only.
+
 Parallel chains (``n_chains``, :mod:`daskauc.engine.chains`): pass 2 is plain SGD on ``w``;
 each chain stands for the sequential run ("Chains that stand for the sequential run": the
 step on the clock, scaled by its stride in its first round, then the sequential step and the
@@ -45,6 +51,7 @@ import numpy as np
 
 from .._params import NON_NEGATIVE, POSITIVE, Interval, Options
 from .._registry import solver
+from .._sparse import csr_parts, is_sparse
 from ..engine.chain_plan import resolve_chains
 from ..engine.chains import (
     DRIFT_EVERY,
@@ -56,6 +63,7 @@ from ..engine.chains import (
 from ..engine.stream import run_epochs, seed_root
 from ._ls_epochs import LOG, as_block, objective_record, row_order
 from ._ls_kernels import _twopass_sgd_chunk
+from ._ls_sparse_kernels import _twopass_sgd_chunk_csr
 from ._result import SolverResult
 from .stats import (
     ClassMeans,
@@ -92,10 +100,12 @@ def _twopass_step(Xb, yb, state: TwoPassState, seed, extra, *, lam, eta, schedul
     w = state.w.copy()
     clock = chain_clock(state)
     gain, drift = chain_frame(stride, state.velocity, DRIFT_EVERY)
-    t = _twopass_sgd_chunk(X, yv, order, m.mean_pos, m.mean_neg,
-                           np.zeros(0) if drift is None else drift, w, clock, state.t,
-                           float(eta), schedule == "invsqrt", float(lam), 2.0 * m.n / m.n_pos,
-                           2.0 * m.n / m.n_neg, float(stride), gain, DRIFT_EVERY)
+    kernel, rows = ((_twopass_sgd_chunk_csr, csr_parts(X)) if is_sparse(X)
+                    else (_twopass_sgd_chunk, (X,)))
+    t = kernel(*rows, yv, order, m.mean_pos, m.mean_neg,
+               np.zeros(0) if drift is None else drift, w, clock, state.t, float(eta),
+               schedule == "invsqrt", float(lam), 2.0 * m.n / m.n_pos, 2.0 * m.n / m.n_neg,
+               float(stride), gain, DRIFT_EVERY)
     return replace(state, w=w, t=int(t), clock=next_clock(state, stride, clock))
 
 
@@ -121,7 +131,7 @@ def twopass_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray, means: ClassMe
 
 @solver(kind="stochastic", states=(TwoPassState, ClassMeans), tags=("linear", "least-squares loss"),
         params={"lam": NON_NEGATIVE, "eta": POSITIVE, "schedule": Options(*SCHEDULES),
-                "n_epochs": Interval(int, 0)})
+                "n_epochs": Interval(int, 0)}, sparse=True)
 def twopass_auc(X, y, *, lam: float = 1e-3, eta: float = 2.0**-6, schedule: str = "constant",
                 n_epochs: int = 5, shuffle: bool = True, random_state=None,
                 means: ClassMeans | None = None, stats: ClassStats | None = None,
