@@ -241,7 +241,7 @@ class TwoPassAUC(_LSModel):
     Follows the paper, with the per-row weighting corrected from ``1/T+`` to ``n/n+`` so that
     the mean of the per-row gradients is exactly the gradient of LS
     (:mod:`daskauc.solvers.twopass`). Output: the last iterate. The paper calls it TPAUC; this
-    name avoids LibAUC's TPAUC (two-way partial AUC).
+    name avoids LibAUC's TPAUC (two-way partial AUC). Sparse rows: O(nnz) a row, exact.
 
     References
     ----------
@@ -250,6 +250,7 @@ class TwoPassAUC(_LSModel):
 
     _params = {**params_of(twopass_auc, "lam", "schedule"), "eta": _auto(twopass_auc, "eta"),
                "n_epochs": _EPOCHS, "shuffle": bool}
+    _sparse_rows = True
     #: eta="auto" is this over max(n/n+, n/n-) times the within-class mean squared norm (at
     #: most 1 over it times the largest squared norm's bound)
     AUTO_ETA = 2.0**-7
@@ -489,7 +490,7 @@ class SPAM(_LSModel):
     ``F(w, a(w), b(w), alpha(w); z)`` with ``alpha(w) = w.(c- - c+)`` (the paper's sign), then
     the proximal map (soft-threshold, then shrink). Output: the uniform average of the
     iterates (or the last one). Objective: ``LS(w) + l1 ||w||_1``
-    (:mod:`daskauc.solvers.spam`).
+    (:mod:`daskauc.solvers.spam`). Sparse rows (not centred): O(nnz) a row, exact.
 
     References
     ----------
@@ -499,6 +500,7 @@ class SPAM(_LSModel):
     _centre_rows = True
     _params = {**params_of(spam, "lam", "l1"), "eta": _auto(spam, "eta"),
                **params_of(spam, "schedule", "average"), "n_epochs": _EPOCHS, "shuffle": bool}
+    _sparse_rows = True
     #: eta="auto" is this over the mean squared row norm
     AUTO_ETA = 1.0
 
@@ -561,7 +563,7 @@ class SPDAM(_LSModel):
     SPDC (Zhang & Xiao) on ``(1/n) sum_i (w.xbar_i)^2 / 2 + g(w) = (LS(w) - 1)/2`` with
     closed-form dual steps, a Sherman-Morrison primal step and SPDC's sigma, tau, theta
     (:mod:`daskauc.solvers.spdam`). One dual per row: ``partial_fit`` continues on the same
-    rows only.
+    rows only. Sparse rows: O(nnz) a row, exact (docs/sparse.md).
 
     References
     ----------
@@ -573,6 +575,7 @@ class SPDAM(_LSModel):
 
     _params = {**params_of(spdam, "lam", "batch_size"), "n_epochs": _EPOCHS,
                **params_of(spdam, "R"), "shuffle": bool}
+    _sparse_rows = True
 
     def __init__(self, lam: float = 1e-3, *, batch_size: int = 1, n_epochs: int = 10,
                  R: float | None = None, shuffle: bool = True, random_state=None, n_chains=1,
