@@ -39,7 +39,7 @@ def daskauc_models() -> dict:
     from daskauc._registry import MODEL_CLASSES
 
     return {name: cls for name, cls in sorted(MODEL_CLASSES.items())
-            if getattr(cls, "_sparse_rows", False)}
+            if getattr(cls, "_sparse_rows", False) and hasattr(cls, "decision_function")}
 
 
 def anchors(quick: bool) -> dict:
