@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import dask.array as da
 import numpy as np
@@ -16,12 +18,20 @@ from .._readers import StoreTarget
 from .._sparse import is_sparse_dask
 from .._validation import as_row_chunked
 from ..engine.stream import class_counts_block
-from ..store.dataset import Dataset, open_dataset
+from ..store.dataset import open_dataset
 from ..store.sparse import CSR, FORMAT_ATTR, FORMAT_VERSION, GROUP, ROWS_ATTR, write_csr_chunk
-from ..store.write import begin_store, create_array, writing_store
+from ..store.write import Gate, PendingStore, begin_store, create_array, writing_store
 from .labels import _check_pm1, _label_table
 from .space import _check_store_space, _failing_cleanly
-from .writers import _DirectWriter, _GuardedTarget, _ShuffleWriter, _SparseWriter, _spill_dir
+from .writers import (
+    _csr_attrs,
+    _DirectWriter,
+    _GuardedTarget,
+    _ShuffleWriter,
+    _SparseShuffleWriter,
+    _SparseWriter,
+    _spill_dir,
+)
 
 
 def write_rows(target: StoreTarget, *, where: str, feed, tokens, n_rows: int | None, d: int,
@@ -41,13 +51,9 @@ def write_rows(target: StoreTarget, *, where: str, feed, tokens, n_rows: int | N
     try:
         with writing_store(store, overwrite=overwrite, kind="dataset",
                            storage_options=storage_options) as group:
-            if sparse:
-                if shuffle:
-                    raise ValueError(
-                        f"{where}: shuffle=True is not available for sparse rows yet; ingest "
-                        "without shuffling (the stochastic solvers visit chunks in a random "
-                        "order and rows within a chunk in a random order), or shuffle the "
-                        "file's lines first (e.g. shuf)")
+            if sparse and shuffle:
+                writer = _SparseShuffleWriter(group, spill, n_rows, cr, d, dtype, seed)
+            elif sparse:
                 writer = _SparseWriter(group, spill, cr)
             elif shuffle:
                 zX = create_array(group, "X", shape=(n_rows or 0, d), chunks=(cr, d),
@@ -111,7 +117,8 @@ def write_dataset(
 
     Parameters
     ----------
-    X : dask array (n, d), chunked by rows (numpy is converted)
+    X : dask array (n, d), chunked by rows (numpy is converted); dense, or of CSR blocks
+        (then a sparse store is written, :mod:`daskauc.store.sparse`)
     y : dask array (n,) of -1 / +1 (checked lazily in the same pass; written as int8)
     store : path or URL
     attrs : dict, optional
@@ -119,9 +126,11 @@ def write_dataset(
         ``chunk_rows`` and the class counts ``n_positive`` / ``n_negative`` are added.
     overwrite : bool
     compute : bool
-        When False, nothing is written yet: a ``Delayed`` is returned whose computation (alone
-        or in one ``dask.compute`` with other work, sharing the pass over the input) writes
+        When False, nothing is written yet: a ``Delayed`` is returned whose computation writes
         the arrays, counts the classes and then commits the store; it evaluates to the path.
+        (To write several stores from one input in one pass, use :func:`plan_dataset_write`:
+        a ``Delayed`` built on dask arrays holds its own copy of their graph, dask/dask#12318,
+        so two of them computed together read their shared input twice.)
     chunk_rows : int, optional
         Zarr chunk rows; default the largest dask row chunk. ``X`` and ``y`` are rechunked
         to exactly that (each dask chunk one Zarr chunk), so parallel writes never share a
@@ -131,6 +140,74 @@ def write_dataset(
     -------
     Dataset, or Delayed when ``compute=False``.
     """
+    Xd, yd, counts, meta = _prepared(X, y, store, attrs, chunk_rows)
+    if compute and not is_sparse_dask(Xd):
+        n, d = Xd.shape
+        with _failing_cleanly(store), \
+                writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
+                              storage_options=storage_options) as group:
+            targets = [_GuardedTarget(z) for z in _create_xy(group, n, d, meta["chunk_rows"],
+                                                             Xd.dtype)]
+            try:
+                stored = da.store([Xd, yd], targets, lock=False, compute=False)
+                _, c = _compute.compute(stored, counts)
+            except BaseException:
+                for t in targets:
+                    t.close_and_wait()
+                raise
+            group.update_attributes(_counts_attrs(c))
+        return open_dataset(store, storage_options=storage_options)
+    plan = _planned(Xd, yd, counts, meta, store, overwrite, storage_options)
+    if not compute:
+        return plan.pending.commit_delayed(*plan.arrays, attrs_from=plan.attrs_from)
+    with _failing_cleanly(store):
+        plan.commit(plan.run())
+    return open_dataset(store, storage_options=storage_options)
+
+
+@dataclass
+class PlannedWrite:
+    """A dataset store begun (hidden, :func:`daskauc.store.write.begin_store`) whose writes
+    are the lazy dask ``arrays``: compute them (alone, or in one ``dask.compute`` with other
+    work, so the input they share with it is read once), then :meth:`commit` the results, or
+    :meth:`abort`."""
+
+    pending: PendingStore
+    arrays: tuple
+    attrs_from: Callable
+    gate: Gate
+
+    def run(self) -> tuple:
+        """Compute the writes in this process; on failure abort (and re-raise)."""
+        try:
+            return _compute.compute(*self.arrays)
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit(self, results) -> None:
+        """Record the attributes the results give (class counts, non-zeros) and publish."""
+        self.pending.commit(self.attrs_from(*results))
+
+    def abort(self) -> None:
+        """Refuse the writes still to come, wait for those in flight, remove the store."""
+        self.gate.close_and_wait()
+        self.pending.abort()
+
+
+def plan_dataset_write(X, y, store, *, attrs: dict | None = None, overwrite: bool = False,
+                       chunk_rows: int | None = None,
+                       storage_options: dict | None = None) -> PlannedWrite:
+    """Begin the store :func:`write_dataset` writes and return its writes, not yet run (the
+    parameters are :func:`write_dataset`'s): several stores written from one input in one
+    pass (:func:`daskauc.data.split.split_store`)."""
+    Xd, yd, counts, meta = _prepared(X, y, store, attrs, chunk_rows)
+    return _planned(Xd, yd, counts, meta, store, overwrite, storage_options)
+
+
+def _prepared(X, y, store, attrs, chunk_rows):
+    """``X`` and ``y`` checked and cut into the store's chunks, the class counts (lazy) and
+    the store's attributes."""
     # finiteness is checked in the write pass; not with _validation.check_finite, whose fixed
     # key name collides when two writes share one graph (split_store)
     Xd = as_row_chunked(X, sparse=True)
@@ -151,66 +228,49 @@ def write_dataset(
                                                 token="daskauc-check-labels")
     meta = {**(attrs or {}), "n_samples": int(n), "n_features": int(d),
             "dtype": Xd.dtype.name, "chunk_rows": cr}
+    if sparse:
+        meta.update({ROWS_ATTR: CSR, FORMAT_ATTR: FORMAT_VERSION})
     counts = yd.map_blocks(class_counts_block, chunks=((1,) * yd.numblocks[0], (2,)), new_axis=1,
                            dtype=np.int64, token="daskauc-class-counts").sum(axis=0)
+    return Xd, yd, counts, meta
 
-    if sparse:
-        if not compute:
-            raise ValueError("compute=False writes dense rows only; sparse rows are written "
-                             "in one compute (compute=True)")
-        return _write_sparse(Xd, yd, counts, store, meta, overwrite, storage_options)
-    if compute:
-        with _failing_cleanly(store), \
-                writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
-                              storage_options=storage_options) as group:
-            targets = [_GuardedTarget(z) for z in _create_xy(group, n, d, cr, Xd.dtype)]
-            try:
-                stored = da.store([Xd, yd], targets, lock=False, compute=False)
-                _, c = _compute.compute(stored, counts)
-            except BaseException:
-                for t in targets:
-                    t.close_and_wait()
-                raise
-            group.update_attributes(_counts_attrs(c))
-        return open_dataset(store, storage_options=storage_options)
 
+def _planned(Xd, yd, counts, meta, store, overwrite, storage_options) -> PlannedWrite:
+    """Begin the store and plan its writes. A sparse store's are one task a row chunk that
+    writes its three arrays and its labels and returns ``[non-zeros, negatives,
+    positives]``: one array, as a ``Delayed`` of several would copy the labels' graph."""
+    n, d, cr = Xd.shape[0], Xd.shape[1], meta["chunk_rows"]
     pending = begin_store(store, kind="dataset", overwrite=overwrite, attrs=meta,
                           storage_options=storage_options)
-    zX, zy = _create_xy(pending.group, n, d, cr, Xd.dtype)
-    stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
-    return pending.commit_delayed(stored, counts, attrs_from=_attrs_from_store_and_counts)
+    gate = Gate()
+    if not is_sparse_dask(Xd):
+        zX, zy = (_GuardedTarget(z, gate)
+                  for z in _create_xy(pending.group, n, d, cr, Xd.dtype))
+        stored = da.store([Xd, yd], [zX, zy], lock=False, compute=False)
+        return PlannedWrite(pending, (stored, counts), _attrs_from_store_and_counts, gate)
+    zy = create_array(pending.group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
+    pending.group.require_group(GROUP)
+    written = da.map_blocks(_write_sparse_block, Xd, yd[:, None], pending.group, zy, cr, gate,
+                            chunks=((1,) * Xd.numblocks[0], (3,)), dtype=np.int64,
+                            meta=np.empty((0, 0), np.int64), token="daskauc-write-csr")
+    return PlannedWrite(pending, (written,), _sparse_attrs_from, gate)
 
 
 def _attrs_from_store_and_counts(_stored, counts) -> dict:
     return _counts_attrs(counts)
 
 
-def _write_sparse(Xd: da.Array, yd: da.Array, counts, store, meta: dict, overwrite: bool,
-                  storage_options) -> Dataset:
-    """Write a dask array of CSR blocks as a sparse store (:mod:`daskauc.store.sparse`): one
-    task a row chunk writes its three arrays, in the same compute as ``y`` and the counts."""
-    meta = {**meta, ROWS_ATTR: CSR, FORMAT_ATTR: FORMAT_VERSION}
-    n, cr = Xd.shape[0], meta["chunk_rows"]
-    with _failing_cleanly(store), \
-            writing_store(store, overwrite=overwrite, kind="dataset", attrs=meta,
-                          storage_options=storage_options) as group:
-        zy = create_array(group, "y", shape=(n,), chunks=(cr,), dtype=np.int8)
-        group.require_group(GROUP)
-        nnz = Xd.map_blocks(_write_csr_block, group, cr, drop_axis=1,
-                            chunks=((1,) * Xd.numblocks[0],), dtype=np.int64,
-                            meta=np.empty((0,), np.int64), token="daskauc-write-csr")
-        target = _GuardedTarget(zy)
-        try:
-            stored = da.store(yd, target, lock=False, compute=False)
-            _, c, per_chunk = _compute.compute(stored, counts, nnz)
-        except BaseException:
-            target.close_and_wait()
-            raise
-        group.update_attributes({**_counts_attrs(c), "n_nonzero": int(per_chunk.sum()),
-                                 "chunk_nonzeros": [int(v) for v in per_chunk]})
-    return open_dataset(store, storage_options=storage_options)
-
-
-def _write_csr_block(block, group, chunk_rows: int, block_info=None) -> np.ndarray:
+def _write_sparse_block(block, labels, group, zy, chunk_rows: int, gate: Gate,
+                        block_info=None) -> np.ndarray:
+    """Write CSR row chunk ``block`` and its labels; ``[[non-zeros, negatives, positives]]``."""
     first = block_info[0]["array-location"][0][0]
-    return np.array([write_csr_chunk(group, first // chunk_rows, block)], dtype=np.int64)
+    yb = labels[:, 0]
+    with gate:
+        nnz = write_csr_chunk(group, first // chunk_rows, block)
+        zy[first : first + yb.shape[0]] = yb
+    return np.concatenate([[nnz], class_counts_block(yb)[0]])[None, :].astype(np.int64)
+
+
+def _sparse_attrs_from(per_chunk) -> dict:
+    per_chunk = np.asarray(per_chunk).reshape(-1, 3)
+    return {**_counts_attrs(per_chunk[:, 1:]), **_csr_attrs(per_chunk[:, 0])}

@@ -1,4 +1,5 @@
-"""Exact, stratified train / test splits of numpy arrays, dask arrays and dataset stores.
+"""Exact, stratified train / test splits of numpy arrays, scipy sparse matrices, dask arrays
+(dense or of CSR blocks) and dataset stores (dense or sparse).
 
 The split is decided on the client from the n-vector of labels (small next to X): a boolean
 test mask with exactly ``round(test_size * n_c)`` test rows of every class ``c`` (half-way
@@ -21,10 +22,11 @@ from dask.highlevelgraph import HighLevelGraph
 from .._compute import compute
 from .._params import seed_sequence
 from .._readers import open_path
+from .._sparse import frame_as_csr, is_sparse, is_sparse_frame
 from .._validation import as_row_chunked, is_store_path
 from ..store.dataset import open_dataset
 from ..store.protocol import resolve_path, store_exists
-from .ingest import write_dataset
+from .dataset_write import plan_dataset_write
 
 __all__ = ["train_test_split", "split_store", "split_mask"]
 
@@ -109,7 +111,8 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
 
     Parameters
     ----------
-    X : numpy array, dask array, or the path of a dataset store (then ``y`` is None)
+    X : numpy array, scipy sparse matrix, dask array (of numpy or of CSR blocks), or the path
+        of a dataset store, dense or sparse (then ``y`` is None)
     y : labels (numpy or dask), any values; stratification is over their distinct values
     test_size : float in (0, 1)
     stratify : bool
@@ -120,8 +123,11 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
     Returns
     -------
     X_train, X_test, y_train, y_test
-        numpy for numpy ``X``; dask arrays with known chunk sizes for dask ``X`` or a store
-        (``y`` follows ``X``'s kind). Row order is kept within each part.
+        numpy for numpy ``X``; CSR for scipy sparse ``X`` (or a sparse pandas frame); dask
+        arrays with known chunk sizes for dask ``X`` or a store, of CSR blocks for sparse
+        rows (``y`` follows ``X``'s kind). Row order is kept within each part. Sparse rows
+        are never made dense, and the same ``y`` and seed choose the same rows as for the
+        dense matrix.
 
     Notes
     -----
@@ -137,8 +143,10 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
         raise ValueError("y is required unless X is a dataset store path")
     _check_test_size(test_size)
 
+    if is_sparse_frame(X):
+        X = frame_as_csr(X)
     if isinstance(X, da.Array):
-        Xd = as_row_chunked(X, check_finite_values=False)
+        Xd = as_row_chunked(X, check_finite_values=False, sparse=True)
         y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
         if y_np.ndim == 2 and y_np.shape[1] == 1:
             y_np = y_np.ravel()
@@ -149,7 +157,7 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
         return (_select_blocks(Xd, ~mask, "train"), _select_blocks(Xd, mask, "test"),
                 _select_blocks(yd, ~mask, "train"), _select_blocks(yd, mask, "test"))
 
-    Xn = np.asarray(X)
+    Xn = X.tocsr() if is_sparse(X) else np.asarray(X)  # sparse rows stay sparse
     yn = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
     if yn.ndim == 2 and yn.shape[1] == 1:
         yn = yn.ravel()
@@ -158,7 +166,8 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
     if yn.shape != (Xn.shape[0],):
         raise ValueError(f"X has {Xn.shape[0]} rows but y has shape {yn.shape}")
     mask = split_mask(yn, test_size=test_size, stratify=stratify, random_state=random_state)
-    return Xn[~mask], Xn[mask], yn[~mask], yn[mask]
+    train, test = np.flatnonzero(~mask), np.flatnonzero(mask)
+    return Xn[train], Xn[test], yn[train], yn[test]
 
 
 def split_store(store, train_store, test_store, *, test_size: float = 0.2,
@@ -176,7 +185,9 @@ def split_store(store, train_store, test_store, *, test_size: float = 0.2,
     Both stores are written by one ``dask.compute`` (each input chunk is read once), with
     exact per-class test counts as :func:`train_test_split`. Their attributes keep the
     source store's provenance and add ``split_of``, ``split_part``, ``test_size`` and the
-    seed entropy (``split_seed``) so the split can be reproduced.
+    seed entropy (``split_seed``) so the split can be reproduced. A sparse store splits into
+    two sparse stores (CSR row chunks, :mod:`daskauc.store.sparse`; never made dense), with
+    the rows the dense store of the same data would give.
     """
     test_size = _check_test_size(test_size)
     for p in (train_store, test_store):
@@ -189,18 +200,33 @@ def split_store(store, train_store, test_store, *, test_size: float = 0.2,
                                               stratify=stratify, random_state=seed)
     keep = {k: v for k, v in ds.attrs.items()
             if not k.startswith("daskauc_") and k not in
-            ("n_samples", "n_positive", "n_negative", "chunk_rows", "n_features", "dtype")}
+            ("n_samples", "n_positive", "n_negative", "chunk_rows", "n_features", "dtype",
+             "n_nonzero", "chunk_nonzeros")}
     common = {**keep, "split_of": resolve_path(store), "test_size": test_size,
               "stratified": bool(stratify), "split_seed": str(seed.entropy),
               "created": _dt.datetime.now(tz=_dt.timezone.utc).isoformat()}
     cr = int(ds.attrs.get("chunk_rows") or max(ds.X.chunks[0]))
-    w_tr = write_dataset(X_tr, y_tr, train_store, attrs={**common, "split_part": "train"},
-                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_tr.shape[0]),
-                         storage_options=storage_options)
-    w_te = write_dataset(X_te, y_te, test_store, attrs={**common, "split_part": "test"},
-                         overwrite=overwrite, compute=False, chunk_rows=min(cr, X_te.shape[0]),
-                         storage_options=storage_options)
-    compute(w_tr, w_te)
+    # the two stores' writes are computed as arrays in one compute (not two Delayed: each
+    # would hold its own copy of the input's graph, dask/dask#12318, and read it again)
+    plans = []
+    try:
+        for Xp, yp, where, part in ((X_tr, y_tr, train_store, "train"),
+                                    (X_te, y_te, test_store, "test")):
+            plans.append(plan_dataset_write(
+                Xp, yp, where, attrs={**common, "split_part": part}, overwrite=overwrite,
+                chunk_rows=min(cr, Xp.shape[0]), storage_options=storage_options))
+        results = compute(*(a for plan in plans for a in plan.arrays))
+    except BaseException:
+        for plan in plans:
+            plan.abort()
+        raise
+    k = len(plans[0].arrays)
+    try:
+        plans[0].commit(results[:k])
+    except BaseException:
+        plans[1].abort()
+        raise
+    plans[1].commit(results[k:])
     return (open_dataset(train_store, storage_options=storage_options),
             open_dataset(test_store, storage_options=storage_options))
 

@@ -32,7 +32,7 @@ from .sources import (
     _open_text,
 )
 from .space import _check_dense, _failing_cleanly, _nbytes
-from .writers import _check_text_space
+from .writers import _check_sparse_text_space, _check_text_space
 
 
 @dataclass(frozen=True)
@@ -350,15 +350,20 @@ def _sparse_is_better(n_rows: int, d: int, itemsize: int, values: int) -> bool:
 def _ingest_sparse(path: str, target: StoreTarget, compression, d: int, index_base: int,
                    scan, params: dict, hasher: list) -> None:
     """A LIBSVM file as a sparse store (:mod:`daskauc.store.sparse`): CSR row chunks of about
-    ``_config.TARGET_CHUNK_BYTES`` of values each, parsed straight into CSR."""
+    ``_config.TARGET_CHUNK_BYTES`` of values each, parsed straight into CSR; with
+    ``shuffle``, in the dense shuffle's row order (``writers._SparseShuffleWriter``).
+    Memory holds about one chunk of non-zeros either way."""
     from .._sparse import sparse_chunk_rows
     from ..store.sparse import index_dtype
 
     dtype = target.dtype
     if scan.rows == 0:
         raise ValueError(f"{path} holds no data rows")
+    index_itemsize = index_dtype(d).itemsize
+    _check_sparse_text_space(target.store, scan.rows, scan.values, dtype.itemsize,
+                             index_itemsize, target.shuffle)
     cr = int(target.chunk_rows or sparse_chunk_rows(scan.rows, scan.values, dtype.itemsize,
-                                                    index_dtype(d).itemsize))
+                                                    index_itemsize))
     per_row = scan.values / scan.rows
     parser = _CsrParser(path, d, dtype, cr, index_base=index_base,
                         nnz_hint=int(per_row * min(cr, scan.rows) * 1.25) + 16)

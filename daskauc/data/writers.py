@@ -5,7 +5,10 @@
   every row is sent to its destination chunk's region of a temporary spill file as its
   chunk is parsed, then each destination chunk is read back, put in its final order and
   written. The permutation itself is a memory-mapped spill file too.
-* Both spill the label codes and write ``y`` from them once the label set is known (a pass
+* :class:`_SparseWriter` and :class:`_SparseShuffleWriter` do the same for CSR chunks (a
+  sparse store's rows); a shuffled sparse row is spilled to its destination chunk's own
+  append-only files, as its size (its non-zeros) is known only once it is parsed.
+* All spill the label codes and write ``y`` from them once the label set is known (a pass
   over 4 bytes per row, not over ``X``).
 * The spill files live beside a local store (:func:`_spill_dir`; the same file system) and
   their size counts in the free space a text ingest needs (:func:`_check_text_space`).
@@ -21,7 +24,15 @@ import tempfile
 import numpy as np
 
 from ..store.protocol import is_url, owned_tmp_name, remove_stale, resolve_path
-from ..store.sparse import CSR, FORMAT_ATTR, FORMAT_VERSION, GROUP, ROWS_ATTR, write_csr_chunk
+from ..store.sparse import (
+    CSR,
+    FORMAT_ATTR,
+    FORMAT_VERSION,
+    GROUP,
+    ROWS_ATTR,
+    index_dtype,
+    write_csr_chunk,
+)
 from ..store.write import Gate
 from .parse import _Chunk
 from .space import _check_free_space, _check_store_space, _nbytes
@@ -41,6 +52,26 @@ def _check_text_space(store, rows: int, d: int, itemsize: int, shuffle: bool) ->
         return
     _check_free_space(store, rows * (d * itemsize + 1) + spill,
                       f"X and y uncompressed and {_nbytes(spill)} of spill files")
+
+
+def _check_sparse_text_space(store, rows: int, values: int, itemsize: int,
+                             index_itemsize: int, shuffle: bool) -> None:
+    """The free space a sparse text ingest needs once its first scan knows the rows and the
+    non-zeros: the CSR arrays and ``y``, the label codes' spill file, and the shuffle's spill
+    files (each row's place, label code and non-zeros, its indices and values, and the
+    permutation)."""
+    nonzeros = values * (itemsize + index_itemsize)
+    spill = 4 * rows  # label codes
+    if shuffle:
+        spill += rows * (24 + _perm_itemsize(rows)) + nonzeros
+    stored = nonzeros + rows * (8 + 1)  # indptr, y
+    if is_url(os.fspath(store)):
+        _check_free_space(os.path.join(tempfile.gettempdir(), "spill"), spill,
+                          "the spill files of the ingest")
+        return
+    _check_free_space(store, stored + spill,
+                      f"the sparse rows and y uncompressed and {_nbytes(spill)} of spill "
+                      "files")
 
 
 def _spill_dir(store) -> str:
@@ -105,8 +136,13 @@ class _SparseWriter(_DirectWriter):
         self.n += chunk.X.shape[0]
 
     def attrs(self) -> dict:
-        return {ROWS_ATTR: CSR, FORMAT_ATTR: FORMAT_VERSION, "n_nonzero": int(sum(self.nnz)),
-                "chunk_nonzeros": [int(c) for c in self.nnz]}
+        return _csr_attrs(self.nnz)
+
+
+def _csr_attrs(nnz: list[int]) -> dict:
+    """The attributes of a sparse store whose row chunks hold ``nnz`` non-zeros each."""
+    return {ROWS_ATTR: CSR, FORMAT_ATTR: FORMAT_VERSION, "n_nonzero": int(sum(nnz)),
+            "chunk_nonzeros": [int(c) for c in nnz]}
 
 
 def _write_labels(zy, a: int, yb: np.ndarray, counts: np.ndarray) -> None:
@@ -118,6 +154,29 @@ def _write_labels(zy, a: int, yb: np.ndarray, counts: np.ndarray) -> None:
 
 def _perm_itemsize(n: int) -> int:
     return 4 if n < 2**31 else 8
+
+
+def _permutation_file(spill: str, n: int, seed) -> tuple[np.memmap, np.ndarray]:
+    """``default_rng(seed).permutation(n)`` in a memory-mapped file of ``spill``: the map
+    and a plain ndarray view of it (``Generator.shuffle`` of a memmap is 70x slower)."""
+    idx = np.dtype(np.int32 if _perm_itemsize(n) == 4 else np.int64)
+    perm_map = np.memmap(os.path.join(spill, "perm.bin"), dtype=idx, mode="w+", shape=(n,))
+    perm = perm_map.view(np.ndarray)
+    step = 1 << 22
+    for a in range(0, n, step):
+        perm[a : a + step] = np.arange(a, min(n, a + step), dtype=idx)
+    np.random.default_rng(seed).shuffle(perm)  # = permutation(n), in place
+    return perm_map, perm
+
+
+def _destinations(final: np.ndarray, cr: int):
+    """The rows of a parsed chunk grouped by destination chunk: ``order`` (the chunk's rows,
+    stable by destination) and, per destination ``j``, the slice ``s0:s1`` of ``order``."""
+    dest = final // cr
+    order = np.argsort(dest, kind="stable")
+    js, starts = np.unique(dest[order], return_index=True)
+    ends = np.append(starts[1:], final.shape[0])
+    return order, zip(js.tolist(), starts.tolist(), ends.tolist(), strict=True)
 
 
 class _ShuffleWriter:
@@ -134,14 +193,7 @@ class _ShuffleWriter:
 
     def __init__(self, zX, spill: str, n: int, cr: int, d: int, dtype, seed):
         self.zX, self.cr, self.d, self.dtype, self.n_total = zX, cr, d, dtype, n
-        idx = np.dtype(np.int32 if _perm_itemsize(n) == 4 else np.int64)
-        self.perm_map = np.memmap(os.path.join(spill, "perm.bin"), dtype=idx, mode="w+",
-                                  shape=(n,))
-        self.perm = self.perm_map.view(np.ndarray)  # Generator.shuffle of a memmap: 70x slower
-        step = 1 << 22
-        for a in range(0, n, step):
-            self.perm[a : a + step] = np.arange(a, min(n, a + step), dtype=idx)
-        np.random.default_rng(seed).shuffle(self.perm)  # = permutation(n), in place
+        self.perm_map, self.perm = _permutation_file(spill, n, seed)
         self.fill = np.zeros(-(-n // cr), dtype=np.int64)
         self.row_bytes = d * dtype.itemsize
         self.x_path = os.path.join(spill, "X.bin")
@@ -170,11 +222,8 @@ class _ShuffleWriter:
         if b > self.n_total:
             raise RuntimeError("the file has more rows than its first scan found")
         final = self.perm[a:b]
-        dest = final // self.cr
-        order = np.argsort(dest, kind="stable")
-        js, starts = np.unique(dest[order], return_index=True)
-        ends = np.append(starts[1:], m)
-        for j, s0, s1 in zip(js.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        order, groups = _destinations(final, self.cr)
+        for j, s0, s1 in groups:
             sel = order[s0:s1]
             off = j * self.cr + int(self.fill[j])
             os.pwrite(self.x_fd, np.ascontiguousarray(chunk.X[sel]).data, off * self.row_bytes)
@@ -204,16 +253,122 @@ class _ShuffleWriter:
         return counts
 
 
+class _SparseShuffleWriter:
+    """The shuffle of :class:`_ShuffleWriter` for CSR chunks, written as a sparse store.
+
+    The same permutation (``default_rng(seed).permutation(n)``, memory-mapped), so a file
+    and a seed give the same row order stored dense or sparse. A sparse row's size is its
+    non-zeros, known only once it is parsed, so the destination chunks cannot have regions
+    of one spill file laid out in advance: each destination chunk ``j`` has its own
+    append-only files, ``rows.<j>`` (per row, int64: its place in the chunk, its label code,
+    its non-zeros), ``indices.<j>`` and ``data.<j>``. A parsed chunk is put in destination
+    order once (one gather of its non-zeros) and appended slice by slice. ``finish`` reads
+    each destination back (its rows' non-zeros: about one chunk of them, twice while it is
+    put in its final order), writes it as row chunk ``j`` and removes its files. Memory: a
+    chunk of non-zeros, plus 16 bytes per destination chunk; disk: the non-zeros once more.
+    """
+
+    def __init__(self, group, spill: str, n: int, cr: int, d: int, dtype, seed):
+        self.group, self.spill, self.cr, self.d, self.n_total = group, spill, cr, d, n
+        self.dtype, self.index = np.dtype(dtype), index_dtype(d)
+        self.perm_map, self.perm = _permutation_file(spill, n, seed)
+        self.fill = np.zeros(-(-n // cr), dtype=np.int64)
+        self.nnz: list[int] = []
+        self.n = 0
+        group.require_group(GROUP)
+
+    def _path(self, part: str, j: int) -> str:
+        return os.path.join(self.spill, f"{part}.{j}")
+
+    def close(self) -> None:
+        self.perm = self.perm_map = None  # unmaps the permutation's file
+
+    def write(self, chunk: _Chunk) -> None:
+        X = chunk.X
+        m = X.shape[0]
+        a, b = self.n, self.n + m
+        if b > self.n_total:
+            raise RuntimeError("the file has more rows than its first scan found")
+        final = self.perm[a:b]
+        order, groups = _destinations(final, self.cr)
+        Xo = X[order]  # rows by destination (stable): a gather of the non-zeros
+        ptr = Xo.indptr
+        rec = np.empty((m, 3), dtype=np.int64)
+        rec[:, 0] = final[order]
+        rec[:, 1] = chunk.codes[order]
+        rec[:, 2] = np.diff(ptr)
+        for j, s0, s1 in groups:
+            rec[s0:s1, 0] -= j * self.cr  # the row's place in its destination chunk
+            _append(self._path("rows", j), rec[s0:s1])
+            p0, p1 = int(ptr[s0]), int(ptr[s1])
+            if p1 > p0:
+                _append(self._path("indices", j), Xo.indices[p0:p1].astype(self.index,
+                                                                             copy=False))
+                _append(self._path("data", j), Xo.data[p0:p1])
+            self.fill[j] += s1 - s0
+        self.n = b
+
+    def finish(self, zy, lut: np.ndarray) -> np.ndarray:
+        import scipy.sparse
+
+        self.close()
+        counts = np.zeros(2, dtype=np.int64)
+        for j in range(self.fill.size):
+            a = j * self.cr
+            m = min(self.cr, self.n - a)
+            rec = _read(self._path("rows", j), np.int64).reshape(-1, 3)
+            if rec.shape[0] != m or self.fill[j] != m:
+                raise RuntimeError(f"the shuffle's spill of row chunk {j} holds "
+                                   f"{rec.shape[0]} rows, not {m}")
+            indptr = np.zeros(m + 1, dtype=np.int64)
+            np.cumsum(rec[:, 2], out=indptr[1:])
+            spilled = scipy.sparse.csr_matrix(
+                (_read(self._path("data", j), self.dtype),
+                 _read(self._path("indices", j), self.index), indptr), shape=(m, self.d))
+            where = np.empty(m, dtype=np.int64)
+            where[rec[:, 0]] = np.arange(m)  # the spilled row at each final place
+            yb = np.empty(m, dtype=np.int8)
+            yb[rec[:, 0]] = lut[rec[:, 1]]
+            self.nnz.append(write_csr_chunk(self.group, j, spilled[where]))
+            del spilled
+            _write_labels(zy, a, yb, counts)
+            for part in ("rows", "indices", "data"):
+                if os.path.exists(self._path(part, j)):
+                    os.remove(self._path(part, j))
+        return counts
+
+    def attrs(self) -> dict:
+        return _csr_attrs(self.nnz)
+
+
+def _append(path: str, arr: np.ndarray) -> None:
+    """Append the bytes of ``arr`` to the file ``path`` (created if absent)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        view = memoryview(np.ascontiguousarray(arr)).cast("B")
+        while view.nbytes:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _read(path: str, dtype) -> np.ndarray:
+    """The whole spill file ``path`` as ``dtype`` (empty when it was never written)."""
+    if not os.path.exists(path):
+        return np.empty(0, dtype=dtype)
+    return np.fromfile(path, dtype=dtype)
+
+
 class _GuardedTarget:
     """A Zarr array that refuses writes once its write has failed, so that the failure can
     wait for the writes in flight before the partial store is removed: dask's local
     schedulers raise the first task error while other tasks still run, and a chunk written
     after the abort re-created the hidden partial store. Pickled (to distributed workers)
-    it is the plain array."""
+    it is the plain array. ``gate``: one shared with the store's other writes."""
 
-    def __init__(self, array):
+    def __init__(self, array, gate: Gate | None = None):
         self._array = array
-        self._gate = Gate()
+        self._gate = Gate() if gate is None else gate
         self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
 
     def __setitem__(self, key, value) -> None:
