@@ -164,12 +164,25 @@ def test_bad_sparse_text_is_refused_naming_its_line_and_nothing_is_written(tmp_p
     assert not store.exists()
 
 
-def test_shuffling_sparse_text_is_refused_until_it_is_supported(tmp_path):
-    X, y = _wide(n=100)
-    src = _svm(tmp_path / "w.svm", X, y)
-    with pytest.raises(ValueError, match="shuffle=True is not available for sparse rows"):
-        daskauc.ingest(src, tmp_path / "s.zarr", rows="sparse", shuffle=True)
-    assert not (tmp_path / "s.zarr").exists()
+def test_values_left_to_python_are_exact_however_many_a_row_holds(tmp_path, monkeypatch):
+    # numbers the fast path cannot convert exactly go to a fixed-size list; a row with more
+    # of them than room is finished after the list is emptied (SLOW_FULL), and one whose
+    # values outgrow the chunk's arrays after they grow (NNZ_FULL)
+    from daskauc.data import parse
+
+    monkeypatch.setattr(parse, "_SLOW_CAPACITY", 3)
+    rng = np.random.default_rng(4)
+    lines = []
+    for i in range(60):
+        cols = np.sort(rng.choice(5000, 5 if i < 30 else 75, replace=False)) + 1
+        lines.append(f"{1 if i % 4 else -1} " + " ".join(
+            f"{c}:{rng.normal():.19f}" for c in cols))
+    src = tmp_path / "slow.svm"
+    src.write_text("\n".join(lines) + "\n")
+    ds = daskauc.ingest(src, tmp_path / "s.zarr", rows="sparse", dtype="float64",
+                        chunk_rows=25)
+    expected, _ = load_svmlight_file(str(src), n_features=5000)
+    assert abs(ds.X.compute() - expected).max() == 0
 
 
 def test_a_file_of_16_million_features_is_ingested_within_a_chunk_of_memory(tmp_path):

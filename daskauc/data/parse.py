@@ -132,7 +132,9 @@ class _Parser:
             self._fix_slow(buf)
             if status == K.NNZ_FULL:
                 self._grow()
-            self.resume = 0 if status in (K.SLOW_FULL, K.NNZ_FULL) else -1
+            # SLOW_FULL: err says where the row resumes (the dense kernel's column); NNZ_FULL:
+            # the CSR kernel resumes at the token it returned
+            self.resume = err if status == K.SLOW_FULL else (0 if status == K.NNZ_FULL else -1)
             if status == K.FULL:
                 yield self._emit()
             elif status == K.DONE:
