@@ -323,7 +323,7 @@ def test_a_wide_sparse_file_from_ingest_to_scores(tmp_path, capsys):
     assert main(["ingest", d_("te.svm"), d_("te.zarr"), "--n-features", str(d)]) == 0
     assert "sparse rows: " in capsys.readouterr().out
     assert open_dataset(d_("tr.zarr")).attrs["rows"] == "csr"
-    for method in ("ranksvm", "lsauc", "oam"):
+    for method in ("ranksvm", "lsauc", "oam", "tpauc", "spam", "pairwise-hinge"):
         assert main(["fit", d_("tr.zarr"), d_(f"{method}.zarr"), "--method", method]) == 0
         capsys.readouterr()
         assert main(["--json", "evaluate", d_(f"{method}.zarr"), d_("te.zarr")]) == 0

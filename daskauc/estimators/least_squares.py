@@ -206,7 +206,7 @@ class LSAUC(_LSModel):
 
 @fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.",
           combine=': ' + CHAIN_FRAME + ', the step counter summed, the means fixed')
-@model_class(cli="twopass")
+@model_class(cli={"twopass": {}, "tpauc": {}})
 class TwoPassAUC(_LSModel):
     """TwoPassAUC (Luan & Gao 2018): class means, then SGD with an unbiased gradient of LS.
 

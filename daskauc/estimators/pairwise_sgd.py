@@ -16,8 +16,7 @@ from ._checkpoint import open_checkpoint
 @fill_doc(default='"auto"', note=" The first epoch of a fit runs one chain.", combine=(
     ": " + CHAIN_FRAME + ", the averages merged exactly"
 ))
-@model_class(no_cli="offered as nsauc and nsvmsgd2: the linear model of NSAUC and NSVMSGD2, "
-                     "which an embedding store is fitted with")
+@model_class(cli="pairwise-hinge")
 class PairwiseHingeSGD(LinearAUCModel):
     """Stochastic pairwise hinge AUC maximization streaming row chunks (SAUC / SVMSGD2).
 
