@@ -6,7 +6,8 @@ The k-means Nystroem map (:mod:`daskauc.embed.nystroem`) and the kernel-basis so
 
 * :func:`gaussian_block` (the Nystroem map): the Gram block ``X U^T`` by BLAS in the rows'
   dtype, which a numba kernel turns in place into ``exp(-gamma max(||x||^2 + ||u||^2 - 2 x.u,
-  0))``;
+  0))``; :func:`sparse_gaussian_block` the same for CSR rows (a sparse x dense product, the
+  norms from the non-zeros);
 * :func:`kernel_block` (the kernel-basis solvers): rows and centres shifted by the centres'
   mean and augmented (:class:`GaussianCentres`, :func:`augmented_rows`) so that one BLAS
   product gives the exponents ``-gamma ||x - c||^2`` themselves. The solvers' passes take the
@@ -40,6 +41,28 @@ def gaussian_block(X: np.ndarray, U: np.ndarray, usq: np.ndarray, gamma: float) 
     K = X @ U.T
     xsq = np.einsum("ij,ij->i", X, X)
     _gauss_from_gram(xsq, usq, exp_bits(K.dtype, U.shape[0]), K, gamma)
+    return K
+
+
+def sparse_gaussian_block(X, UT: np.ndarray, usq: np.ndarray, gamma: float) -> np.ndarray:
+    """:func:`gaussian_block` of CSR rows ``X`` (never made dense), in X's dtype.
+
+    ``UT`` is ``U^T`` (d x v, C-contiguous, X's dtype): the product ``X U^T`` then reads one
+    contiguous row of v values per non-zero. ``||x||^2`` is summed over the row's non-zeros in
+    float64 and rounded to X's dtype.
+    """
+    K = np.ascontiguousarray(X @ UT)
+    data = np.asarray(X.data, dtype=np.float64)
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    xsq = np.bincount(rows, weights=data * data, minlength=X.shape[0]).astype(K.dtype)
+    return gaussian_from_gram(K, xsq, usq, gamma)
+
+
+def gaussian_from_gram(K: np.ndarray, xsq: np.ndarray, usq: np.ndarray,
+                       gamma: float) -> np.ndarray:
+    """The Gram block ``K = x_i . u_j`` (C-contiguous, float32/float64) turned in place into
+    ``exp(-gamma max(xsq_i + usq_j - 2 K_ij, 0))`` (``usq`` in K's dtype); returns K."""
+    _gauss_from_gram(xsq, usq, exp_bits(K.dtype, K.shape[1]), K, gamma)
     return K
 
 

@@ -4,6 +4,11 @@ Fitting reads every chunk once: each chunk yields small float64 statistics (coun
 sum of squared deviations, or column minima and maxima), combined pairwise up a tree of
 tasks (fan-in 8) into one result, computed by a single ``dask.compute``. Transforms are lazy
 ``map_blocks`` over dask arrays (layer ``daskauc-scale-...``) and plain numpy for numpy.
+
+Sparse rows (CSR blocks, :mod:`daskauc._sparse`): :class:`StandardScaler` with
+``with_mean=False`` and :func:`normalize_rows` read and return them, touching only the
+non-zeros (subtracting a mean, or :class:`MinMaxScaler`'s offset, would make them dense and
+is refused, as scikit-learn does).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._compute import compute
 from .._params import check_param
 from .._registry import model_class
+from .._sparse import canonical_csr, frame_as_csr, is_sparse, is_sparse_dask, is_sparse_frame
 from .._validation import (
     as_numpy_rows,
     as_row_chunked,
@@ -66,6 +72,8 @@ def _fold(combine_fn, parts):
 
 def _moments(block: np.ndarray):
     """(count, mean, M2) of a block in float64; M2 = sum of squared deviations."""
+    if is_sparse(block):
+        return _sparse_moments(block)
     b = np.asarray(block, dtype=np.float64)
     n = b.shape[0]
     if n == 0:
@@ -73,6 +81,19 @@ def _moments(block: np.ndarray):
     mean = b.mean(axis=0)
     dev = b - mean
     return n, mean, np.einsum("ij,ij->j", dev, dev)
+
+
+def _sparse_moments(block):
+    """:func:`_moments` of a CSR block from its non-zeros: column f's squared deviations are
+    ``sum over its non-zeros (x - mean_f)^2 + (n - nnz_f) mean_f^2`` (the zeros' share)."""
+    n, d = block.shape
+    if n == 0:
+        return 0, np.zeros(d), np.zeros(d)
+    data = np.asarray(block.data, dtype=np.float64)
+    mean = np.bincount(block.indices, weights=data, minlength=d) / n
+    dev = data - mean[block.indices]
+    zeros = n - np.bincount(block.indices, minlength=d)
+    return n, mean, np.bincount(block.indices, weights=dev * dev, minlength=d) + zeros * mean**2
 
 
 def _combine_moments(a, b):
@@ -99,15 +120,19 @@ def _combine_extrema(a, b):
     return a[0] + b[0], np.minimum(a[1], b[1]), np.maximum(a[2], b[2])
 
 
-def _as_input(X):
-    """(kind, array): numpy stays numpy (float64 unless float32), anything else -> dask."""
+def _as_input(X, sparse: bool = False):
+    """(kind, array): numpy stays numpy (float64 unless float32), anything else -> dask; with
+    ``sparse``, an in-memory sparse matrix becomes canonical CSR ("numpy") and sparse dask
+    arrays and stores stay CSR blocks."""
     if is_lazy_input(X):
-        return "dask", as_row_chunked(X)
+        return "dask", as_row_chunked(X, sparse=sparse)
+    if sparse and (is_sparse(X) or is_sparse_frame(X)):
+        return "numpy", canonical_csr(frame_as_csr(X) if is_sparse_frame(X) else X)
     return "numpy", as_numpy_rows(X)
 
 
-def _fit_stats(X, chunk_fn, combine_fn, name):
-    kind, A = _as_input(X)
+def _fit_stats(X, chunk_fn, combine_fn, name, sparse=False):
+    kind, A = _as_input(X, sparse)
     check_not_empty(A.shape)
     if kind == "numpy":
         return A.shape[1], chunk_fn(A)
@@ -125,6 +150,8 @@ def _scaler_tags(tags):
 def _transform(est, X, fn, name):
     check_is_fitted(est)
     A = check_predict_X(est, X)
+    if getattr(est, "with_mean", False) and (is_sparse(A) or is_sparse_dask(A)):
+        _refuse_centring()  # before any work (the blocks would refuse it as they are read)
     if not isinstance(A, da.Array):
         return fn(A, est)
     token = tokenize(A.name, name, *(getattr(est, a) for a in est._transform_attrs))
@@ -139,7 +166,9 @@ class StandardScaler(TransformerMixin, BaseEstimator):
     Parameters
     ----------
     with_mean : bool, default True
-        Subtract the mean.
+        Subtract the mean. Sparse rows cannot be centred without making them dense:
+        transforming them needs ``with_mean=False`` (a ``ValueError`` otherwise, as in
+        scikit-learn; fitting on them works either way, the statistics are the same).
     with_std : bool, default True
         Divide by the standard deviation (population, ``ddof=0``).
 
@@ -162,6 +191,10 @@ class StandardScaler(TransformerMixin, BaseEstimator):
     rounding bound of the two-pass algorithm, ``var <= n eps var + (n mean eps)^2``, the
     test scikit-learn uses. Float32 input is transformed in float32.
 
+    On sparse rows (a scipy sparse matrix, a dask array of CSR blocks, a sparse store) the
+    statistics come from the non-zeros (a column's zeros add ``(n - nnz) mean^2`` to its M2)
+    and ``transform`` divides the stored values by ``scale_``: CSR in, CSR out.
+
     References
     ----------
     Chan, Golub & LeVeque, "Algorithms for computing the sample variance: analysis and
@@ -169,6 +202,9 @@ class StandardScaler(TransformerMixin, BaseEstimator):
     """
 
     _transform_attrs = ("mean_", "scale_", "with_mean", "with_std")
+
+    #: fit reads sparse rows; transform / inverse_transform too with with_mean=False
+    _sparse_rows = True
 
     def __init__(self, *, with_mean: bool = True, with_std: bool = True):
         self.with_mean = with_mean
@@ -178,7 +214,8 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         """Compute the mean and standard deviation of every feature (one pass over X)."""
         check_param("with_mean", self.with_mean, bool)
         check_param("with_std", self.with_std, bool)
-        d, (n, mean, M2) = _fit_stats(X, _moments, _combine_moments, "daskauc-scale-fit")
+        d, (n, mean, M2) = _fit_stats(X, _moments, _combine_moments, "daskauc-scale-fit",
+                                      sparse=True)
         var = M2 / n
         eps = np.finfo(np.float64).eps
         constant = var <= n * eps * var + (n * mean * eps) ** 2
@@ -200,10 +237,30 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         return _transform(self, X, _unstandardize, "unscale")
 
     def __sklearn_tags__(self):
-        return _scaler_tags(super().__sklearn_tags__())
+        tags = _scaler_tags(super().__sklearn_tags__())
+        tags.input_tags.sparse = True  # fit reads sparse rows; transform needs with_mean=False
+        return tags
+
+
+def _refuse_centring():
+    raise ValueError(
+        "cannot centre sparse rows (subtracting the mean would make them dense): use "
+        "StandardScaler(with_mean=False), which scales the non-zeros only")
+
+
+def _scale_columns(block, factor: np.ndarray, divide: bool):
+    """A CSR block with every stored value divided (or multiplied) by its column's factor."""
+    f = factor.astype(block.dtype)[block.indices]
+    data = block.data / f if divide else block.data * f
+    return block.__class__((data, block.indices.copy(), block.indptr.copy()),
+                           shape=block.shape)
 
 
 def _standardize(block, est):
+    if is_sparse(block):
+        if est.with_mean:
+            _refuse_centring()
+        return _scale_columns(block, est.scale_, True) if est.with_std else block.copy()
     out = np.array(block, copy=True)
     if est.with_mean:
         out -= est.mean_.astype(out.dtype)
@@ -213,6 +270,10 @@ def _standardize(block, est):
 
 
 def _unstandardize(block, est):
+    if is_sparse(block):
+        if est.with_mean:
+            _refuse_centring()
+        return _scale_columns(block, est.scale_, False) if est.with_std else block.copy()
     out = np.array(block, copy=True)
     if est.with_std:
         out *= est.scale_.astype(out.dtype)
@@ -300,6 +361,13 @@ def _unminmax(block, est):
 
 
 def _unit_rows(block):
+    if is_sparse(block):
+        data = np.asarray(block.data, dtype=np.float64)
+        rows = np.repeat(np.arange(block.shape[0]), np.diff(block.indptr))
+        norms = np.sqrt(np.bincount(rows, weights=data * data, minlength=block.shape[0]))
+        norms[norms == 0] = 1.0
+        return block.__class__(((data / norms[rows]).astype(block.dtype),
+                                block.indices.copy(), block.indptr.copy()), shape=block.shape)
     b = np.asarray(block)
     norms = np.sqrt(np.einsum("ij,ij->i", b, b, dtype=np.float64))
     norms[norms == 0] = 1.0
@@ -311,8 +379,9 @@ def normalize_rows(X):
 
     numpy input gives numpy; a dask array, Zarr array or store path gives a lazy dask array
     (layer ``daskauc-normalize``). The dtype is kept; norms are accumulated in float64.
+    Sparse rows stay sparse (an in-memory matrix gives CSR, sparse dask input CSR blocks).
     """
-    kind, A = _as_input(X)
+    kind, A = _as_input(X, sparse=True)
     if kind == "numpy":
         return _unit_rows(A)
     return A.map_blocks(_unit_rows, dtype=A.dtype, meta=A._meta,

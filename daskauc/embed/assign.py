@@ -19,7 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import _config
+from .._sparse import is_sparse
 from ._kernels import _nearest_center, _nearest_center_tile
+from .sparse_rows import nearest_centres_sparse
 
 __all__ = ["nearest_centres", "default_threads"]
 
@@ -57,7 +59,8 @@ def nearest_centres(X: np.ndarray, C: np.ndarray, csq: np.ndarray, labels: np.nd
 
     Parameters
     ----------
-    X : ndarray (b, d), float32 or float64
+    X : ndarray (b, d), float32 or float64; or CSR rows (read as their non-zeros:
+        :func:`daskauc.embed.sparse_rows.nearest_centres_sparse`, one thread)
     C : ndarray (k, d), X's dtype, C-contiguous
     csq : ndarray (k,), X's dtype
         ``||c_j||^2``.
@@ -83,6 +86,9 @@ def nearest_centres(X: np.ndarray, C: np.ndarray, csq: np.ndarray, labels: np.nd
     """
     b, k = X.shape[0], C.shape[0]
     if b == 0:
+        return
+    if is_sparse(X):
+        nearest_centres_sparse(X, C, csq, labels, best)
         return
     if k < UNTILED_CENTRES:
         with blas_for(2.0 * b * X.shape[1] * k):

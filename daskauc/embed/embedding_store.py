@@ -28,6 +28,7 @@ from .._compute import compute, share
 from .._labels import as_labels
 from .._params import Interval, check_param
 from .._readers import open_path
+from .._sparse import is_sparse_dask
 from .._validation import as_row_chunked, check_n_features, is_store_path
 from .._version import __version__
 from ..store.dataset import Dataset, open_dataset
@@ -64,7 +65,7 @@ def write_embedding(est, map_block, source, store, *, y=None, scaler=None,
             raise ValueError("y is required when source is an array (or pass a store path)")
         X = source
         yy, _ = as_labels(y)
-    Xd = as_row_chunked(X, dtype=est.dtype)
+    Xd = as_row_chunked(X, dtype=est.dtype, sparse=True)
     n = Xd.shape[0]
     check_n_features(Xd.shape, est.n_features_in_, type(est).__name__)
     if yy.shape[0] != n:
@@ -84,7 +85,8 @@ def write_embedding(est, map_block, source, store, *, y=None, scaler=None,
         yd = yy.astype(np.int8).rechunk((Xd.chunks[0],))
     else:
         yd = da.from_array(np.asarray(yy, dtype=np.int8), chunks=(Xd.chunks[0],), name=False)
-    args = share(est._block_args(Xd.dtype, mean, scale))  # the projection: scattered
+    # the projection: scattered
+    args = share(est._block_args(Xd.dtype, mean, scale, sparse=is_sparse_dask(Xd)))
     codecs = _codecs(compressor)
     attrs = {
         "n_samples": int(n),
@@ -186,13 +188,17 @@ def _map_write_block(Xb, yb, first, *, map_block, args, zX, zy, rows):
 
 
 def _scaler_stats(scaler, d: int):
+    """The ``(mean, scale)`` the map applies for ``scaler``: a mean it does not subtract
+    (``with_mean=False``, as on sparse rows) is 0, a scale it does not divide by is 1."""
     if not hasattr(scaler, "mean_") or not hasattr(scaler, "scale_"):
         raise TypeError(
             f"scaler must be a fitted object with mean_ and scale_ (e.g. StandardScaler); "
             f"got {type(scaler).__name__}"
         )
-    mean = np.zeros(d) if scaler.mean_ is None else np.asarray(scaler.mean_, dtype=np.float64)
-    scale = np.ones(d) if scaler.scale_ is None else np.asarray(scaler.scale_, dtype=np.float64)
+    mean = np.zeros(d) if scaler.mean_ is None or not getattr(scaler, "with_mean", True) \
+        else np.asarray(scaler.mean_, dtype=np.float64)
+    scale = np.ones(d) if scaler.scale_ is None or not getattr(scaler, "with_std", True) \
+        else np.asarray(scaler.scale_, dtype=np.float64)
     for name, a in (("mean_", mean), ("scale_", scale)):
         if a.shape != (d,):
             raise ValueError(f"scaler.{name} has shape {a.shape}; the map expects ({d},)")

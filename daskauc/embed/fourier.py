@@ -1,4 +1,9 @@
-"""Random Fourier features of the Gaussian kernel (Rahimi & Recht), lazy over row chunks."""
+"""Random Fourier features of the Gaussian kernel (Rahimi & Recht), lazy over row chunks.
+
+Sparse rows (CSR blocks) are read as their non-zeros: ``X W`` is a sparse x dense product
+(W is ``d x D``, each non-zero reads one contiguous row of it); W itself is dense, at most
+``MAX_CENTRE_BYTES`` (2 GiB) of float64 on sparse rows. The features are dense.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._compute import compute
 from .._params import POSITIVE, FloatDType, Interval, check_params, seed_sequence
 from .._registry import model_class
+from .._sparse import is_sparse, is_sparse_dask
 from .._validation import (
     as_row_chunked,
     check_not_empty,
@@ -18,6 +24,7 @@ from .._validation import (
     set_features_in,
 )
 from .nystroem import _bandwidth_graph, _gamma_from_b
+from .sparse_rows import check_centre_bytes
 
 __all__ = ["RandomFourierFeatures"]
 
@@ -25,8 +32,11 @@ __all__ = ["RandomFourierFeatures"]
 
 def _rff_block(block, W, b, scale):
     """``scale * cos(X W + b)`` for one row block, in W's dtype."""
-    X = np.ascontiguousarray(block, dtype=W.dtype)
-    P = X @ W
+    if is_sparse(block):
+        P = np.ascontiguousarray(block.astype(W.dtype, copy=False) @ W)
+    else:
+        X = np.ascontiguousarray(block, dtype=W.dtype)
+        P = X @ W
     P += b
     np.cos(P, out=P)
     P *= scale
@@ -67,6 +77,9 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     A. Rahimi and B. Recht, "Random features for large-scale kernel machines", NIPS 2007.
     """
 
+    #: fit / transform read sparse rows (CSR blocks); the features are dense
+    _sparse_rows = True
+
     _params = {
         "n_components": Interval(int, 1),
         "gamma": [POSITIVE, None],
@@ -82,9 +95,11 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Draw Omega and b (reads the first rows of X only when gamma is None)."""
         check_params(self, self._params)
-        Xd = as_row_chunked(X, dtype=self.dtype)
+        Xd = as_row_chunked(X, dtype=self.dtype, sparse=True)
         check_not_empty(Xd.shape, min_samples=2 if self.gamma is None else 1)
         d = Xd.shape[1]
+        if is_sparse_dask(Xd):
+            check_centre_bytes(self.n_components, d, "Fourier features")
         set_features_in(self, X, d)
         if self.gamma is None:
             gamma = _gamma_from_b(compute(_bandwidth_graph(Xd))[0])
@@ -121,5 +136,5 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = preserved_dtypes(self.dtype)
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         return tags

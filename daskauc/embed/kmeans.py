@@ -37,6 +37,7 @@ from .._arrays import sample_rows
 from .._compute import compute
 from .._params import AUTO_OR_BOOL, Interval, check_params, seed_sequence
 from .._registry import model_class
+from .._sparse import is_sparse, is_sparse_dask
 from .._validation import (
     as_row_chunked,
     check_n_features,
@@ -48,6 +49,14 @@ from ..engine.stream import run_epochs
 from ._kernels import _sculley_update
 from .assign import default_threads, nearest_centres
 from .seeding import kmeans_parallel, kmeans_plusplus, resolve_init
+from .sparse_rows import (
+    TransposedCentres,
+    check_centre_bytes,
+    dense_rows,
+    kmeans_chunk,
+    row_squares,
+    transpose,
+)
 
 __all__ = ["MiniBatchKMeans", "minibatch_kmeans", "kmeans_plusplus"]
 
@@ -73,6 +82,8 @@ def default_init_size(n_clusters: int, batch_size: int, n_samples: int) -> int:
 
 def _kmeans_step(X_block, y_block, state, seed, extra, *, batch_size: int):
     """One chunk of an epoch: random mini-batches, nearest centres, Sculley moves."""
+    if is_sparse(X_block):
+        return _kmeans_step_sparse(X_block, state, seed, batch_size)
     centers, counts, sse, rows = state
     centers = centers.copy()  # never mutate the state we were given (retried tasks)
     counts = counts.copy()
@@ -88,6 +99,20 @@ def _kmeans_step(X_block, y_block, state, seed, extra, *, batch_size: int):
     sse, rows = _kmeans_batches(X, perm, centers, counts, labels, best, sse, rows, batch_size,
                                 threads)
     return centers, counts, sse, rows
+
+
+def _kmeans_step_sparse(X_block, state, seed, batch_size):
+    """:func:`_kmeans_step` of a CSR chunk; the centres travel transposed (d x k,
+    :class:`daskauc.embed.sparse_rows.TransposedCentres`)."""
+    centres, counts, sse, rows = state
+    m = X_block.shape[0]
+    if m == 0:
+        return state
+    VT = centres.VT.copy()  # never mutate the state we were given (retried tasks)
+    counts = counts.copy()
+    perm = np.random.default_rng(seed).permutation(m)
+    sse, rows = kmeans_chunk(X_block, perm, VT, counts, sse, rows, batch_size)
+    return TransposedCentres(VT), counts, sse, rows
 
 
 def _kmeans_batches(X, perm, centers, counts, labels, best, sse, rows, batch_size, threads):
@@ -111,7 +136,13 @@ def _dummy_labels(Xd: da.Array) -> da.Array:
 
 
 def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, shuffle=True):
-    """Run ``n_epochs`` epochs (one compute each); return centres, counts and history."""
+    """Run ``n_epochs`` epochs (one compute each); return centres, counts and history.
+
+    On sparse rows the chain carries the centres transposed (d x k: a row's non-zeros then
+    read contiguous rows of k values, :func:`daskauc.embed.sparse_rows.kmeans_chunk`)."""
+    sparse = is_sparse_dask(Xd)
+    if sparse:
+        centers = TransposedCentres(transpose(centers))
 
     def record(state, seconds):
         _, counts, sse, rows = state
@@ -125,6 +156,8 @@ def _run_epochs(Xd, centers, counts, *, n_epochs, batch_size, ss, shuffle=True):
         seed_root=(ss.entropy, (*ss.spawn_key, 1)),
         start=lambda state: (state[0], state[1], 0.0, 0),  # the sums are the epoch's
         record=record, log=None, unit="k-means epoch")
+    if sparse:
+        centers = transpose(centers.VT)
     return centers, counts, history
 
 
@@ -162,7 +195,11 @@ def _seed_centers(Xd, n_clusters, *, init, init_size, ss, also=()):
         sample = Xd
     sample, *extras = compute(sample, *also)
     t1 = time.perf_counter()
-    if method == "random":
+    if is_sparse(sample):
+        method = resolve_init(init, n_clusters, sample)
+    if method == "random" and is_sparse(sample):
+        centers = dense_rows(sample[np.sort(rng.choice(m, n_clusters, replace=False))])
+    elif method == "random":
         centers = np.asarray(sample[np.sort(rng.choice(m, n_clusters, replace=False))],
                              dtype=np.float64)
     elif method == "k-means||":
@@ -178,6 +215,8 @@ def _fit_kmeans(Xd, n_clusters, *, batch_size, n_epochs, init_size, ss, init=Non
     n = Xd.shape[0]
     if n_clusters > n:
         raise ValueError(f"n_clusters={n_clusters} exceeds the number of rows ({n})")
+    if is_sparse_dask(Xd):
+        check_centre_bytes(n_clusters, Xd.shape[1], "centres")
     if init_size is None:
         init_size = default_init_size(n_clusters, batch_size, n)
     t0 = time.perf_counter()
@@ -206,7 +245,10 @@ def minibatch_kmeans(
 
     Parameters
     ----------
-    X : numpy array, dask array, zarr array or dataset store path, shape (n, d)
+    X : numpy array, dask array, zarr array, dataset store path or sparse rows, shape (n, d)
+        Sparse rows (a scipy sparse matrix, a dask array of CSR blocks, a sparse store) are
+        read as their non-zeros (:mod:`daskauc.embed.sparse_rows`); the centres are dense,
+        ``k x d`` float64, at most ``MAX_CENTRE_BYTES`` (2 GiB).
     n_clusters : int
         Number of centres k (at most n).
     batch_size : int, default 2048
@@ -247,7 +289,7 @@ def minibatch_kmeans(
     """
     check_params(dict(n_clusters=n_clusters, batch_size=batch_size, n_epochs=n_epochs,
                       init_size=init_size), MiniBatchKMeans._params)
-    Xd = as_row_chunked(X)
+    Xd = as_row_chunked(X, sparse=True)
     centers, counts, history, _ = _fit_kmeans(
         Xd, n_clusters, batch_size=batch_size, n_epochs=n_epochs, init_size=init_size,
         ss=seed_sequence(random_state), init=init,
@@ -258,8 +300,20 @@ def minibatch_kmeans(
 # ---------------------------------------------------------------------------- estimator
 
 
+def _rows(block):
+    """A row block as the assignment reads it: CSR as it is, dense C-contiguous."""
+    return block if is_sparse(block) else np.ascontiguousarray(block)
+
+
+def _squares(X) -> np.ndarray:
+    """``||x_i||^2`` in X's dtype."""
+    if is_sparse(X):
+        return row_squares(X).astype(X.dtype)
+    return np.einsum("ij,ij->i", X, X)
+
+
 def _predict_block(block, C, csq):
-    X = np.ascontiguousarray(block)
+    X = _rows(block)
     labels = np.empty(X.shape[0], np.int64)
     best = np.empty(X.shape[0], np.float64)
     nearest_centres(X, C, csq, labels, best)
@@ -267,10 +321,10 @@ def _predict_block(block, C, csq):
 
 
 def _distances_block(block, C, csq):
-    X = np.ascontiguousarray(block)
-    D = X @ C.T
+    X = _rows(block)
+    D = np.asarray(X @ C.T)
     D *= -2
-    D += np.einsum("ij,ij->i", X, X)[:, None]
+    D += _squares(X)[:, None]
     D += csq[None, :]
     np.maximum(D, 0, out=D)
     return np.sqrt(D, out=D)
@@ -278,11 +332,12 @@ def _distances_block(block, C, csq):
 
 def _labels_sse_block(block, C, csq):
     """Nearest centre of every row and the block's sum of squared distances to them."""
-    X = np.ascontiguousarray(block)
+    X = _rows(block)
     labels = np.empty(X.shape[0], np.int64)
     best = np.empty(X.shape[0], np.float64)
     nearest_centres(X, C, csq, labels, best)
-    return labels, float(np.einsum("ij,ij->", X, X, dtype=np.float64) + best.sum())
+    xx = row_squares(X).sum() if is_sparse(X) else np.einsum("ij,ij->", X, X, dtype=np.float64)
+    return labels, float(xx + best.sum())
 
 
 def _sse_block(block, C, csq):
@@ -332,10 +387,17 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     See :func:`minibatch_kmeans` for the objective and update. Without computed labels use
     :meth:`predict` and :meth:`score` (minus the inertia, as in scikit-learn) explicitly.
 
+    Sparse rows (a scipy sparse matrix, a dask array of CSR blocks, a sparse store) are read
+    as their non-zeros (:mod:`daskauc.embed.sparse_rows`); the centres stay dense, at most
+    ``MAX_CENTRE_BYTES`` (2 GiB) of them.
+
     References
     ----------
     D. Sculley, "Web-scale k-means clustering", WWW 2010.
     """
+
+    #: fit / partial_fit / predict / transform read sparse rows (CSR blocks)
+    _sparse_rows = True
 
     _params = {
         "n_clusters": Interval(int, 1),
@@ -360,7 +422,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Seed with k-means++ on a sample, then run ``n_epochs`` epochs over ``X``."""
         self._check_params()
-        Xd = as_row_chunked(X)
+        Xd = as_row_chunked(X, sparse=True)
         set_features_in(self, X, Xd.shape[1])
         self._seed = seed_sequence(self.random_state)
         centers, counts, history, _ = _fit_kmeans(
@@ -376,7 +438,7 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     def partial_fit(self, X, y=None):
         """One more epoch over ``X`` (an array or a chunk); seeds from ``X`` on the first call."""
         self._check_params()
-        Xd = as_row_chunked(X)
+        Xd = as_row_chunked(X, sparse=True)
         if not hasattr(self, "cluster_centers_"):
             set_features_in(self, X, Xd.shape[1])
             self._seed = seed_sequence(self.random_state)
@@ -471,5 +533,5 @@ class MiniBatchKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         return tags

@@ -9,6 +9,14 @@ Per chunk of rows the map is three steps: ``X_b U^T`` by BLAS, a numba kernel tu
 Gram block in place into the kernel block, and ``K M`` by BLAS. The output has the input's
 dtype (float32 stays float32, computed in float32; float64 is computed in float64).
 
+Sparse rows (CSR blocks, :mod:`daskauc._sparse`) are never made dense: ``X_b U^T`` is a
+sparse x dense product against the landmarks transposed, ``||x||^2`` comes from the row's
+non-zeros (:func:`daskauc._gaussian.sparse_gaussian_block`), the bandwidth rule's variance
+from per-column sums over the non-zeros, and the landmarks from k-means on the sparse rows
+(:mod:`daskauc.embed.sparse_rows`). The landmarks are dense, ``v x d`` float64, at most
+``MAX_CENTRE_BYTES`` (2 GiB): larger is refused, naming the most landmarks that fit. The
+embedding is dense (n x r), as on dense rows.
+
 Writing an embedding to Zarr is an explicit call, :meth:`KMeansNystroem.write_embedding`,
 that streams the map chunk by chunk into a store which also holds everything needed to map
 new points identically (:func:`load_embedding_map`); the stores' format is
@@ -29,8 +37,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _config
+from .._arrays import sample_rows
 from .._compute import compute
-from .._gaussian import gaussian_block
+from .._gaussian import gaussian_block, gaussian_from_gram, sparse_gaussian_block
 from .._params import (
     POSITIVE,
     ArrayLike,
@@ -41,6 +50,7 @@ from .._params import (
     seed_sequence,
 )
 from .._registry import model_class
+from .._sparse import is_sparse, is_sparse_dask
 from .._validation import (
     as_numpy_rows,
     as_row_chunked,
@@ -54,6 +64,14 @@ from .._validation import (
 from ..store.dataset import Dataset, open_dataset
 from . import embedding_store
 from .kmeans import _child, _fit_kmeans
+from .sparse_rows import (
+    bandwidth_moments,
+    check_centre_bytes,
+    combine_bandwidth,
+    dense_rows,
+    gram_of_sparse_rows,
+    transpose,
+)
 
 __all__ = ["KMeansNystroem", "NystroemRankWarning", "load_embedding_map", "default_gamma",
            "gaussian_kernel", "auto_landmarks"]
@@ -116,10 +134,26 @@ def auto_landmarks(n_rows: int, n_features: int) -> int:
 
 
 def _bandwidth_graph(Xd: da.Array):
-    """Lazy ``b`` = mean of ``||x_i - xbar||^2`` over the first BANDWIDTH_ROWS rows."""
+    """Lazy ``b`` = mean of ``||x_i - xbar||^2`` over the first BANDWIDTH_ROWS rows (on sparse
+    rows from each block's column sums and squared deviations over its non-zeros, combined
+    pairwise: :func:`daskauc.embed.sparse_rows.bandwidth_moments`)."""
     m = int(min(Xd.shape[0], _config.BANDWIDTH_ROWS))
+    if is_sparse_dask(Xd):
+        import dask
+
+        parts = [dask.delayed(bandwidth_moments, pure=True)(b)
+                 for b in Xd[:m].to_delayed().ravel()]
+        return dask.delayed(_bandwidth_of, pure=True)(parts)
     head = Xd[:m].astype(np.float64)
     return head.var(axis=0).sum()
+
+
+def _bandwidth_of(parts) -> float:
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = combine_bandwidth(acc, p)
+    n, _, M2 = acc
+    return M2 / n
 
 
 def _gamma_from_b(b: float) -> float:
@@ -180,7 +214,18 @@ def _caller_level() -> int:
 
 
 def _nystroem_block(block, U, usq, M, gamma, mean, scale):
-    """The map of one row block: optional standardization, kernel block, projection."""
+    """The map of one row block: optional standardization, kernel block, projection.
+
+    ``U`` is the landmarks (v x d) for dense rows and their transpose (d x v, C-contiguous)
+    for CSR rows, as :meth:`KMeansNystroem._block_args` gives them; CSR rows are only scaled
+    (``_block_args`` refuses a non-zero mean for them)."""
+    if is_sparse(block):
+        X = block.astype(U.dtype, copy=False)
+        if scale is not None:
+            X = X.__class__((X.data / scale[X.indices], X.indices, X.indptr), shape=X.shape)
+        if X.shape[0] == 0:
+            return np.empty((0, M.shape[1]), U.dtype)
+        return sparse_gaussian_block(X, U, usq, gamma) @ M
     X = np.ascontiguousarray(block, dtype=U.dtype)
     if mean is not None:
         X = (X - mean) / scale
@@ -256,6 +301,10 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
     the rows of Z are landmarks and r = v. With ``landmarks="all"`` this is the exact kernel
     feature map of the training rows (Khalid et al.'s RBF-RankSVM baseline).
 
+    Sparse rows (a scipy sparse matrix, a dask array of CSR blocks, a sparse store) are read
+    as their non-zeros and never made dense (see the module docstring); the landmarks are
+    dense, at most ``MAX_CENTRE_BYTES`` (2 GiB) of float64, and the output is dense.
+
     References
     ----------
     M. Khalid, I. N. Ray and H. Chitsaz, "Scalable Nonlinear AUC Maximization Methods",
@@ -263,6 +312,9 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
     K. Zhang, I. W. Tsang and J. T. Kwok, "Improved Nystrom low-rank approximation and error
     analysis", ICML 2008.
     """
+
+    #: fit / transform / write_embedding read sparse rows (CSR blocks)
+    _sparse_rows = True
 
     _params = {
         "n_components": [Options("auto"), Interval(int, 1)],
@@ -299,7 +351,8 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         for stale in ("scaler_mean_", "scaler_scale_", "kmeans_counts_", "kmeans_history_"):
             self.__dict__.pop(stale, None)  # from an earlier fit or a loaded map
         source_attrs = open_dataset(X).attrs if is_store_path(X) else None
-        Xd = as_row_chunked(X, dtype=self.dtype)
+        Xd = as_row_chunked(X, dtype=self.dtype, sparse=True)
+        sparse = is_sparse_dask(Xd)
         check_not_empty(Xd.shape, min_samples=2 if self.gamma is None else 1)
         n, d = Xd.shape
         set_features_in(self, X, d)
@@ -316,6 +369,8 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
                               stacklevel=2)
                 v = n
         extras: tuple = ()
+        if sparse and kind != "array":
+            check_centre_bytes(n if kind == "all" else v, d, "landmarks")
         if kind == "array":
             U = np.asarray(self.landmarks, dtype=np.float64)
             if U.ndim != 2 or U.shape[1] != d or U.shape[0] < 1:
@@ -336,7 +391,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         elif kind == "random":
             rng = np.random.default_rng(_child(ss, 3))
             idx = np.sort(rng.choice(n, size=v, replace=False))
-            U, *extras = compute(Xd[idx], *also)
+            U, *extras = compute(sample_rows(Xd, idx) if sparse else Xd[idx], *also)
         else:
             U, counts, history, extras = _fit_kmeans(
                 Xd, v, batch_size=self.batch_size, n_epochs=self.kmeans_epochs, init_size=None,
@@ -345,18 +400,24 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
             self.kmeans_counts_ = counts
             self.kmeans_history_ = history
         gamma = float(self.gamma) if self.gamma is not None else _gamma_from_b(extras[0])
-        self._fit_map(np.asarray(U, dtype=np.float64), gamma, d)
+        if is_sparse(U):  # landmarks drawn from sparse rows (within MAX_CENTRE_BYTES)
+            U = dense_rows(U)
+        self._fit_map(np.asarray(U, dtype=np.float64), gamma, d, sparse=sparse)
         h = hashlib.sha256()
-        h.update(np.ascontiguousarray(self.landmarks_).tobytes())
+        h.update(memoryview(np.ascontiguousarray(self.landmarks_)))  # bytes, not a copy
         h.update(repr(self.gamma_).encode())
         if source_attrs is not None:
             h.update(json.dumps(source_attrs, sort_keys=True, default=str).encode())
         self.input_sha256_ = h.hexdigest()
         return self
 
-    def _fit_map(self, U: np.ndarray, gamma: float, n_features: int) -> None:
+    def _fit_map(self, U: np.ndarray, gamma: float, n_features: int, sparse=False) -> None:
         U = np.ascontiguousarray(U, dtype=np.float64)
-        W = gaussian_kernel(U, U, gamma)
+        if sparse:  # landmarks of sparse rows are mostly zeros: their products over those
+            usq = np.einsum("ij,ij->i", U, U)
+            W = gaussian_from_gram(gram_of_sparse_rows(U), usq, usq, gamma)
+        else:
+            W = gaussian_kernel(U, U, gamma)
         W = 0.5 * (W + W.T)
         np.fill_diagonal(W, 1.0)
         # single-threaded: OpenBLAS's threaded eigensolver slows 5-25x when another process
@@ -384,22 +445,33 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ transform
 
-    def _block_args(self, dtype, scaler_mean=None, scaler_scale=None):
-        """Arrays the block map needs, cast once to the working dtype."""
-        U = np.ascontiguousarray(self.landmarks_, dtype=dtype)
-        usq = np.einsum("ij,ij->i", U, U)
+    def _block_args(self, dtype, scaler_mean=None, scaler_scale=None, *, sparse=False):
+        """Arrays the block map needs, cast once to the working dtype; for CSR rows
+        (``sparse``) the landmarks transposed, and a scaler that centres is refused."""
+        if sparse:
+            U = transpose(self.landmarks_, dtype)
+            usq = np.einsum("ij,ij->j", U, U)
+        else:
+            U = np.ascontiguousarray(self.landmarks_, dtype=dtype)
+            usq = np.einsum("ij,ij->i", U, U)
         M = np.ascontiguousarray(self.projection_, dtype=dtype)
         if scaler_mean is None:
             scaler_mean = getattr(self, "scaler_mean_", None)
             scaler_scale = getattr(self, "scaler_scale_", None)
         if scaler_mean is not None:
+            if sparse and np.any(np.asarray(scaler_mean) != 0):
+                raise ValueError(
+                    "this map standardizes its input by subtracting a mean, which would make "
+                    "sparse rows dense: fit the scaler with with_mean=False on sparse rows "
+                    "(as the presets do), or pass dense rows")
             scaler_mean = np.asarray(scaler_mean, dtype=dtype)
             scaler_scale = np.asarray(scaler_scale, dtype=dtype)
         return U, usq, M, self.gamma_, scaler_mean, scaler_scale
 
     def _map_dask(self, Xd: da.Array, scaler_mean=None, scaler_scale=None) -> da.Array:
         check_n_features(Xd.shape, self.n_features_in_, type(self).__name__)
-        args = self._block_args(Xd.dtype, scaler_mean, scaler_scale)
+        args = self._block_args(Xd.dtype, scaler_mean, scaler_scale,
+                                sparse=is_sparse_dask(Xd))
         r = self.n_components_
         return Xd.map_blocks(
             _nystroem_block, *args, chunks=(Xd.chunks[0], (r,)), dtype=Xd.dtype,
@@ -419,6 +491,8 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
         X : numpy array -> numpy array; dask array, zarr array or store path -> lazy dask array
             with one ``daskauc-nystroem`` task per row chunk (chunks larger than about 64 MiB
             of output are split first). The output dtype is the input's (or ``dtype``).
+            Sparse rows: a scipy sparse matrix -> numpy array, a dask array of CSR blocks or
+            a sparse store -> lazy dask array; the output is dense.
         """
         check_is_fitted(self, "projection_")
         Xv = check_predict_X(self, X, dtype=self.dtype)
@@ -428,8 +502,8 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
                 Xv = Xv.rechunk({0: rows})
             return self._map_dask(Xv)
         Xn = Xv
-        args = self._block_args(Xn.dtype)
-        rows = self._rows_per_block(Xn.itemsize, Xn.shape[0])
+        args = self._block_args(Xn.dtype, sparse=is_sparse(Xn))
+        rows = self._rows_per_block(Xn.dtype.itemsize, Xn.shape[0])
         if Xn.shape[0] <= rows:
             return _nystroem_block(Xn, *args)
         out = np.empty((Xn.shape[0], self.n_components_), Xn.dtype)
@@ -444,7 +518,7 @@ class KMeansNystroem(TransformerMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = preserved_dtypes(self.dtype)
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         return tags
 
     # ------------------------------------------------------------------ persistence

@@ -24,7 +24,8 @@ sample's rows.
   tile-sized products plus ``O(rounds s)``.
 * ``"random"``: k distinct sample rows drawn uniformly.
 * ``"auto"`` (default): greedy k-means++ up to ``GREEDY_MAX_CLUSTERS`` centres, k-means||
-  above.
+  above; on sparse rows greedy k-means++ also only while its cost stays small
+  (:mod:`daskauc.embed.sparse_rows`: its skips do not fire on text).
 
 Measurements (covtype training rows, 464,809 x 54, standardized, float32, on this 2-core
 EPYC while another process ran; 2,048-row batches; means of 2-3 seeds). "seed" is the mean
@@ -77,9 +78,16 @@ from __future__ import annotations
 import numpy as np
 
 from .._params import Interval, Options, check_param, seed_sequence
+from .._sparse import canonical_csr, is_sparse
 from .._validation import float_dtype
 from ._kernels import _kpp_accept, _kpp_gains
 from .assign import blas_for, default_threads, nearest_centres
+from .sparse_rows import (
+    SPARSE_GREEDY_MAX_OPS,
+    kmeans_parallel_sparse,
+    kmeans_plusplus_sparse,
+    sparse_greedy_ops,
+)
 
 __all__ = ["kmeans_plusplus", "kmeans_parallel", "resolve_init", "INITS"]
 
@@ -95,10 +103,15 @@ GREEDY_MAX_CLUSTERS = 2048
 KMEANS_PARALLEL_ROUNDS = 16
 
 
-def resolve_init(init, n_clusters: int) -> str:
-    """The seeding ``init`` names (None and "auto" choose by ``n_clusters``)."""
+def resolve_init(init, n_clusters: int, sample=None) -> str:
+    """The seeding ``init`` names (None and "auto" choose by ``n_clusters``; on a sparse
+    ``sample`` also by the cost of greedy k-means++ there,
+    :data:`daskauc.embed.sparse_rows.SPARSE_GREEDY_MAX_OPS`)."""
     if init is None or init == "auto":
-        return "k-means++" if n_clusters <= GREEDY_MAX_CLUSTERS else "k-means||"
+        greedy = n_clusters <= GREEDY_MAX_CLUSTERS
+        if greedy and sample is not None and is_sparse(sample):
+            greedy = sparse_greedy_ops(n_clusters, sample) <= SPARSE_GREEDY_MAX_OPS
+        return "k-means++" if greedy else "k-means||"
     check_param("init", init, Options(*INITS))
     return init
 
@@ -116,9 +129,11 @@ def kmeans_plusplus(
 
     Parameters
     ----------
-    X : ndarray of shape (m, d)
+    X : ndarray of shape (m, d), or a scipy sparse matrix
         Rows to choose from (a sample of the training rows), float32 or float64; distances
-        are summed in that dtype from the differences, potentials in float64.
+        are summed in that dtype from the differences, potentials in float64. Sparse rows
+        are read as their non-zeros (:func:`daskauc.embed.sparse_rows.kmeans_plusplus_sparse`:
+        the same choices; distances summed in float64).
     n_clusters : int
         Number of centres, at most ``m``.
     random_state : None, int, SeedSequence or Generator
@@ -145,6 +160,12 @@ def kmeans_plusplus(
     C. Elkan, "Using the triangle inequality to accelerate k-means", ICML 2003.
     E. Raff, "Exact acceleration of k-means++ and k-means||", IJCAI 2021.
     """
+    if is_sparse(X):
+        S = canonical_csr(X)
+        check_param("n_clusters", n_clusters, Interval(int, 1, S.shape[0]))
+        rng = np.random.default_rng(seed_sequence(random_state))
+        trials = n_local_trials if n_local_trials is not None else 2 + int(np.log(n_clusters))
+        return kmeans_plusplus_sparse(S, n_clusters, rng, trials)
     S = np.asarray(X)
     S = np.ascontiguousarray(S, dtype=float_dtype(S.dtype, "X"))
     m, d = S.shape
@@ -202,9 +223,10 @@ def kmeans_parallel(
 
     Parameters
     ----------
-    X : ndarray of shape (m, d)
+    X : ndarray of shape (m, d), or a scipy sparse matrix
         Rows to choose from (a sample of the training rows), float32 or float64; the
-        distances are computed in that dtype (``D^2`` is accumulated in float64).
+        distances are computed in that dtype (``D^2`` is accumulated in float64). Sparse rows
+        are read as their non-zeros (:func:`daskauc.embed.sparse_rows.kmeans_parallel_sparse`).
     n_clusters : int
         Number of centres k, at most ``m``.
     rounds : int, default ``KMEANS_PARALLEL_ROUNDS``
@@ -235,6 +257,12 @@ def kmeans_parallel(
     P. S. Efraimidis and P. G. Spirakis, "Weighted random sampling with a reservoir",
     Information Processing Letters 97(5), 2006.
     """
+    if is_sparse(X):
+        S = canonical_csr(X)
+        check_param("n_clusters", n_clusters, Interval(int, 1, S.shape[0]))
+        check_param("rounds", rounds, Interval(int, 1))
+        rng = np.random.default_rng(seed_sequence(random_state))
+        return kmeans_parallel_sparse(S, n_clusters, rounds, rng)
     S = np.asarray(X)
     S = np.ascontiguousarray(S, dtype=float_dtype(S.dtype, "X"))
     m = S.shape[0]

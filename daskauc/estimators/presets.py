@@ -9,6 +9,13 @@ Defaults follow Khalid et al.: 1600 k-means landmarks (fewer on fewer than 9 fea
 the kernel tells fewer apart: :func:`daskauc.embed.nystroem.auto_landmarks`), Gaussian
 kernel with gamma = 1/b (b the
 mean squared distance to the mean over the first 80,000 rows), standardized features.
+
+Sparse rows (a scipy sparse matrix, a dask array of CSR blocks, a sparse store) are read as
+their non-zeros by the scaler and the map, and the embedding is dense (n x r). "Standardized"
+then means scaled, not centred (``StandardScaler(with_mean=False)``, as scikit-learn does for
+sparse input): the Gaussian kernel depends on differences of rows only, so the map is the
+same as on centred rows, up to rounding. The landmarks are dense (``v x d`` float64, at most
+2 GiB: :data:`daskauc.embed.sparse_rows.MAX_CENTRE_BYTES`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from .._compute import compute
 from .._docs import fill_doc
 from .._labels import check_X_y, classes_arg, pm1_known
 from .._registry import model_class
+from .._sparse import is_sparse_dask
 from .._validation import (
     as_row_chunked,
     check_predict_X,
@@ -63,7 +71,8 @@ _EMBEDDING_DOC = """
         How landmarks are chosen; "all" makes every training row a landmark (exact kernel).
     kmeans_epochs : int, default=3
     standardize : bool, default=True
-        Standardize features (fitted on the training rows) before the map.
+        Standardize features (fitted on the training rows) before the map; sparse rows are
+        scaled only, not centred (``StandardScaler(with_mean=False)``).
     dtype : {"float32", "float64"}, default="float32"
         Dtype of the embedding.
     embedding_store : str or None, default=None
@@ -111,6 +120,8 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
     _solver_params: tuple[str, ...] = ()
     _solver_fixed: dict = {}
     _feature_map = "nystroem"
+    #: the scaler and the map read sparse rows; the solver sees the dense embedding
+    _sparse_rows = True
 
     # -- the pieces -------------------------------------------------------------------------
     def _make_map(self):
@@ -166,12 +177,7 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         if checkpoint is not None:
             solver_fit_kwargs["checkpoint"] = checkpoint
         set_features_in(self, X, Xd.shape[1])
-        if self.standardize:
-            from ..data.scale import StandardScaler
-
-            self.scaler_ = StandardScaler().fit(Xd)
-        else:
-            self.scaler_ = None
+        self.scaler_ = _fit_scaler(Xd) if self.standardize else None
         timings["scale"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
@@ -224,14 +230,9 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
             raise ValueError("y is required: pass labels, or a dataset store path as X")
         first = not hasattr(self, "solver_")
         if first:
-            Xd = as_row_chunked(X)
+            Xd = as_row_chunked(X, sparse=True)
             set_features_in(self, X, Xd.shape[1])
-            if self.standardize:
-                from ..data.scale import StandardScaler
-
-                self.scaler_ = StandardScaler().fit(Xd)
-            else:
-                self.scaler_ = None
+            self.scaler_ = _fit_scaler(Xd) if self.standardize else None
             self._n_train_rows = int(Xd.shape[0])
             fmap = self._make_map()
             if getattr(fmap, "n_components", None) not in (None, "auto"):  # auto: <= rows
@@ -294,6 +295,14 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         except TypeError:
             pass
         return tags
+
+
+def _fit_scaler(Xd):
+    """The preset's scaler fitted on the training rows: centring and scaling, or on sparse
+    rows scaling only (centring would make them dense)."""
+    from ..data.scale import StandardScaler
+
+    return StandardScaler(with_mean=not is_sparse_dask(Xd)).fit(Xd)
 
 
 def _init_embedding(self, n_landmarks, gamma, landmarks, kmeans_epochs, standardize, dtype,
