@@ -104,8 +104,10 @@ def cmd_embed(args) -> int:
             if not args.no_standardize:
                 from ..data.scale import StandardScaler
 
-                with _step("standardize (fit)"):
-                    scaler = StandardScaler().fit(ds.X)
+                from .._sparse import is_sparse_dask
+
+                with _step("standardize (fit)"):  # sparse rows are scaled, not centred
+                    scaler = StandardScaler(with_mean=not is_sparse_dask(ds.X)).fit(ds.X)
             Xs = scaler.transform(ds.X) if scaler is not None else ds.X
             fmap = KMeansNystroem(n_components=args.landmarks, gamma=args.gamma,
                                   landmarks=args.landmark_method,
