@@ -230,10 +230,24 @@ def test_embedding_store_of_sparse_rows(tmp_path):
 
 # ---- the presets --------------------------------------------------------------------------
 
-SMALL = dict(n_landmarks=20, dtype="float64", random_state=0)
+SMALL = dict(n_landmarks=20, dtype="float64", random_state=0, standardize=True)
 PRESETS = [(NSAUC, SMALL), (NSVMSGD2, SMALL), (NBAUC, SMALL), (NOAM, SMALL),
-           (NSOLAM, SMALL), (KernelRankSVM, dict(C=1.0, random_state=0)),
+           (NSOLAM, SMALL), (KernelRankSVM, dict(C=1.0, random_state=0, standardize=True)),
            (RFAUC, dict(SMALL, standardize=False))]
+
+
+def test_presets_standardize_dense_rows_and_leave_sparse_rows_as_they_are_by_default():
+    X, y = _problem()
+    kw = dict(n_landmarks=20, dtype="float64", random_state=0)
+    with no_dense_rows():
+        sparse = NSAUC(**kw).fit(X, y)
+    assert sparse.standardize == "auto" and sparse.scaler_ is None
+    dense = NSAUC(**kw).fit(X.toarray(), y)
+    assert dense.scaler_ is not None and dense.scaler_.with_mean
+    unscaled = NSAUC(**kw, standardize=False).fit(X.toarray(), y)
+    _close(sparse.coef_, unscaled.coef_, 1e-10)
+    with pytest.raises(ValueError, match="standardize must be True, False or 'auto'"):
+        NSAUC(**kw, standardize="yes").fit(X, y)
 
 
 @pytest.mark.parametrize("cls, kw", PRESETS, ids=[c.__name__ for c, _ in PRESETS])
@@ -253,7 +267,7 @@ def test_preset_on_sparse_rows_is_the_dense_model(cls, kw, labels):
 def test_nsauc_float32_and_dask_chunks():
     X, y = _problem(dtype=np.float32)
     Xs, Xd = _both(X, 70)
-    kw = dict(n_landmarks=20, random_state=0)
+    kw = dict(n_landmarks=20, random_state=0, standardize=True)
     with no_dense_rows():
         sparse = NSAUC(**kw).fit(Xs, y)
         scores = sparse.decision_function(Xs).compute()
@@ -265,7 +279,7 @@ def test_nsauc_float32_and_dask_chunks():
 
 def test_preset_partial_fit_on_sparse_chunks():
     X, y = _problem()
-    kw = dict(n_landmarks=20, dtype="float64", random_state=0)
+    kw = dict(n_landmarks=20, dtype="float64", random_state=0, standardize=True)
     sparse, dense = NSAUC(**kw), NSAUC(**kw)
     with no_dense_rows():
         for a in range(0, 300, 100):

@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Gaussian kernel gamma (default: 1 / mean squared distance to the mean)")
     p.add_argument("--kmeans-epochs", type=int, default=3, help="mini-batch k-means epochs")
     p.add_argument("--no-standardize", action="store_true",
-                   help="embed the features as stored (default: standardize first)")
+                   help="embed the features as stored (default: standardize dense rows "
+                   "first; sparse rows are embedded as stored)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"],
                    help="embedding type")
     p.add_argument("--also", nargs=2, action="append", metavar=("SOURCE", "OUT"),

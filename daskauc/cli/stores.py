@@ -101,13 +101,13 @@ def cmd_embed(args) -> int:
             written.append((args.out, out))
         else:
             scaler = None
-            if not args.no_standardize:
+            from .._sparse import is_sparse_dask
+
+            if not args.no_standardize and not is_sparse_dask(ds.X):  # the presets' "auto"
                 from ..data.scale import StandardScaler
 
-                from .._sparse import is_sparse_dask
-
-                with _step("standardize (fit)"):  # sparse rows are scaled, not centred
-                    scaler = StandardScaler(with_mean=not is_sparse_dask(ds.X)).fit(ds.X)
+                with _step("standardize (fit)"):
+                    scaler = StandardScaler().fit(ds.X)
             Xs = scaler.transform(ds.X) if scaler is not None else ds.X
             fmap = KMeansNystroem(n_components=args.landmarks, gamma=args.gamma,
                                   landmarks=args.landmark_method,
