@@ -120,6 +120,50 @@ def _content_end(buf, p, e):  # IN, scalars: the line up to a '#' comment
     return q
 
 
+#: what :func:`_next_pair` found (besides the error codes)
+_LINE_END, _PAIR, _QID = 0, 1, 2
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _next_pair(buf, p, ce, index_base):  # IN, scalars
+    """The next ``index:value`` token of a LIBSVM line, from byte ``p`` to the content end
+    ``ce``: ``(status, ts, vs, p, col)``, status ``_PAIR`` (the 0-based column ``col`` and
+    the value ``buf[vs:p]``), ``_LINE_END``, ``_QID`` (a ``qid:`` token, skipped) or an error
+    code (E_COLON, E_INDEX, E_EMPTY, E_ZERO) for the token that starts at ``ts``; ``p`` is
+    then the byte after the token."""
+    while p < ce and _is_ws(buf[p]):
+        p += 1
+    if p >= ce:
+        return _LINE_END, p, p, p, 0
+    ts = p
+    while p < ce and buf[p] != _COLON and not _is_ws(buf[p]):
+        p += 1
+    if p >= ce or buf[p] != _COLON:
+        return E_COLON, ts, ts, p, 0
+    if p - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
+        while p < ce and not _is_ws(buf[p]):  # 'qid:<value>' is ignored
+            p += 1
+        return _QID, ts, ts, p, 0
+    if p == ts:
+        return E_INDEX, ts, ts, p, 0
+    idx = 0
+    for q in range(ts, p):
+        c = buf[q]
+        if c < 48 or c > 57 or idx > 1_000_000_000_000:
+            return E_INDEX, ts, ts, p, 0
+        idx = idx * 10 + (c - 48)
+    p += 1
+    vs = p
+    while p < ce and not _is_ws(buf[p]):
+        p += 1
+    if p == vs:
+        return E_EMPTY, ts, vs, p, 0
+    col = idx - index_base
+    if col < 0:
+        return E_ZERO, ts, vs, p, 0
+    return _PAIR, ts, vs, p, col
+
+
 @njit(nogil=True, cache=True)
 def _parse_libsvm(
     buf,  # IN  uint8[:]   complete lines
@@ -170,36 +214,14 @@ def _parse_libsvm(
             label_span[r, 1] = p
         mid_row = False
         while True:
-            while p < ce and _is_ws(buf[p]):
-                p += 1
-            if p >= ce:
+            status, ts, vs, p, col = _next_pair(buf, p, ce, index_base)
+            if status == _LINE_END:
                 break
-            ts = p
-            while p < ce and buf[p] != _COLON and not _is_ws(buf[p]):
-                p += 1
-            if p >= ce or buf[p] != _COLON:
-                return pos, r, line, E_COLON, ts
-            if p - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
-                while p < ce and not _is_ws(buf[p]):  # 'qid:<value>' is ignored
-                    p += 1
+            if status == _QID:
                 continue
-            if p == ts:
-                return pos, r, line, E_INDEX, ts
-            idx = 0
-            for q in range(ts, p):
-                c = buf[q]
-                if c < 48 or c > 57 or idx > 1_000_000_000_000:
-                    return pos, r, line, E_INDEX, ts
-                idx = idx * 10 + (c - 48)
-            p += 1
-            vs = p
-            while p < ce and not _is_ws(buf[p]):
-                p += 1
-            if p == vs:
-                return pos, r, line, E_EMPTY, ts
-            col = idx - index_base
-            if col < 0:
-                return pos, r, line, E_ZERO, ts
+            if status < 0:
+                return pos, r, line, status, ts
+            idx = col + index_base
             if col >= d:
                 return pos, r, line, E_RANGE, ts
             v, ok = _parse_number(buf, vs, p)
@@ -285,36 +307,14 @@ def _parse_libsvm_csr(
             last = -1
         mid_row = False
         while True:
-            while p < ce and _is_ws(buf[p]):
-                p += 1
-            if p >= ce:
+            status, ts, vs, p, col = _next_pair(buf, p, ce, index_base)
+            if status == _LINE_END:
                 break
-            ts = p
-            while p < ce and buf[p] != _COLON and not _is_ws(buf[p]):
-                p += 1
-            if p >= ce or buf[p] != _COLON:
-                return pos, r, line, E_COLON, ts
-            if p - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
-                while p < ce and not _is_ws(buf[p]):  # 'qid:<value>' is ignored
-                    p += 1
+            if status == _QID:
                 continue
-            if p == ts:
-                return pos, r, line, E_INDEX, ts
-            idx = 0
-            for q in range(ts, p):
-                c = buf[q]
-                if c < 48 or c > 57 or idx > 1_000_000_000_000:
-                    return pos, r, line, E_INDEX, ts
-                idx = idx * 10 + (c - 48)
-            p += 1
-            vs = p
-            while p < ce and not _is_ws(buf[p]):
-                p += 1
-            if p == vs:
-                return pos, r, line, E_EMPTY, ts
-            col = idx - index_base
-            if col < 0:
-                return pos, r, line, E_ZERO, ts
+            if status < 0:
+                return pos, r, line, status, ts
+            idx = col + index_base
             if col >= n_features:
                 return pos, r, line, E_RANGE, ts
             if col == last:
