@@ -29,10 +29,10 @@ def _data(n=80, d=3, seed=0):
     return X, np.where(X[:, 0] > 0, 1, -1)
 
 
-@pytest.mark.parametrize("make", [RankSVM, StandardScaler,
+@pytest.mark.parametrize("make", [lambda: RankSVM(random_state=0), StandardScaler,
                                   lambda: KMeansNystroem(10, random_state=0),
                                   lambda: NSAUC(n_landmarks=10, random_state=0,
-                                                dtype="float64")])
+                                                dtype="float64", standardize=True)])
 def test_shape_and_type_errors_use_scikit_learns_words(make):
     X, y = _data()
     est = make().fit(X, y)
