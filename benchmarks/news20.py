@@ -11,7 +11,8 @@ the in-memory CSR matrix with dask's threaded scheduler; test AUC from the decis
 fit seconds, and the peak resident memory of the process during the fit above what it held
 before. LightGBM is skipped (and said) when it is not installed (``pip install lightgbm``).
 
-    python -m benchmarks.news20            # both tasks, every model
+    python -m benchmarks.news20            # every task, every model
+    python -m benchmarks.news20 --tasks comp,sci.space
     python -m benchmarks.news20 --quick    # comp.* only, daskauc and LogisticRegression
 """
 
@@ -83,12 +84,14 @@ def run_one(name: str, make, Xtr, ytr, Xte, yte) -> dict:
 
 
 def main(argv=None) -> None:
-    args = Parser(__doc__, quick="comp.* only; daskauc and LogisticRegression",
-                  seed=None).parse_args(argv)
+    parser = Parser(__doc__, quick="comp.* only; daskauc and LogisticRegression", seed=None)
+    parser.add_argument("--tasks", default=",".join(NEWS20_TASKS),
+                        help=f"comma-separated tasks of {', '.join(NEWS20_TASKS)}")
+    args = parser.parse_args(argv)
     import dask
 
     dask.config.set(scheduler="threads")
-    tasks = ["comp"] if args.quick else list(NEWS20_TASKS)
+    tasks = ["comp"] if args.quick else args.tasks.split(",")
     models = {**daskauc_models(), **anchors(args.quick)}
     rows, notes = [], {}
     for task in tasks:

@@ -301,6 +301,7 @@ def test_a_ctrl_c_lost_in_a_garbage_collection_still_stops_the_fit(embedded, tmp
     assert not model.exists()
 
 
+@pytest.mark.slow  # six command-line fits on a cluster
 def test_a_wide_sparse_file_from_ingest_to_scores(tmp_path, capsys):
     # 100,000 features, a few dozen non-zeros a row: stored sparse, fitted, evaluated and
     # scored through the command line, the scores those of evaluate
