@@ -74,6 +74,54 @@ def compute(*collections, **kwargs):
     return result
 
 
+def compute_built(build):
+    """The result of the one collection ``build()`` makes, computed as :func:`compute` does;
+    on a distributed client the client lets go of the graph as soon as it is submitted.
+
+    A constant scattered into the graph (:func:`share`) is then held on the cluster only
+    until the tasks that read it are done, not until the whole graph is: a stochastic
+    solver's starting state (a few d-vectors, 256 MiB at 2**24 features) otherwise sat on
+    one worker beside every later state of the epoch's chain.
+
+    The scheduler can then no longer recompute the graph's results from their start: when a
+    worker is lost with results the graph still needs (the chain's current state), the
+    graph's output is cancelled, and the graph is built (``build()``, a constant scattered
+    again) and run once more, with a warning. ``build`` must give the same graph each time
+    (an epoch's seeds and order are fixed by its number)."""
+    import logging
+
+    from distributed.client import FutureCancelledError
+
+    client = distributed_client()
+    if client is None:
+        (out,) = compute(build())
+        return out
+    for attempt in (1, 2):
+        raise_swallowed_stop()
+        flush_releases(client)
+        future = client.compute(build())
+        try:
+            out = future.result()
+            break
+        except FutureCancelledError as exc:
+            if attempt == 2:
+                raise RuntimeError(
+                    "workers were lost twice with results this computation needed (a worker "
+                    "over its memory limit is restarted by its nanny: see the workers' logs)"
+                ) from exc
+            logging.getLogger("daskauc").warning(
+                "a worker was lost with results this computation still needed; running it "
+                "again from its start")
+        except BaseException:
+            future.cancel()
+            raise
+        finally:
+            del future
+            flush_releases(client)
+    raise_swallowed_stop()
+    return out
+
+
 def persist(*collections, **kwargs):
     """``dask.persist`` for daskauc's graphs (see :func:`compute`)."""
     import dask

@@ -131,3 +131,31 @@ def test_one_chain_follows_its_chunks_from_worker_to_worker(dask_cluster_client)
                                 (name, 5): (b,)}
     (visits,) = dask.compute(g)
     assert [c for c, _ in visits] == order  # the sequential chain, in order
+
+
+def test_a_streamed_chain_stays_on_one_worker(dask_cluster_client, tmp_path):
+    """A chain over a store read inside its tasks: its state (two d-vectors, 4 MiB here)
+    weighs its bytes for the scheduler, so each task runs where the last one left the state,
+    and none crosses to the other worker. Weighed at ~50 bytes (``sys.getsizeof``), the
+    state followed the y blocks from worker to worker at every chunk."""
+    import scipy.sparse as sp
+    from distributed import get_task_stream
+
+    import daskauc
+    from daskauc.solvers.univariate import univariate_sgd
+
+    client = dask_cluster_client
+    rng = np.random.default_rng(0)
+    cols = np.sort(rng.choice(2**18, size=(4000, 20)), axis=1)  # duplicates are summed
+    X = sp.csr_matrix((np.ones(cols.size, np.float32), cols.ravel(),
+                       np.arange(0, cols.size + 1, 20)), shape=(4000, 2**18))
+    X.sum_duplicates()
+    y = np.where(rng.random(4000) < 0.3, 1, -1).astype(np.int8)
+    path = str(tmp_path / "wide.zarr")
+    daskauc.write_dataset(X, y, path, chunk_rows=250)
+    ds = daskauc.open_dataset(path)
+    with get_task_stream(client) as ts:
+        univariate_sgd(ds.X, ds.y, n_epochs=1, random_state=0)
+    chain = [t["worker"] for t in sorted(ts.data, key=lambda t: t["startstops"][0]["start"])
+             if "-epoch-" in str(t["key"]) and "init" not in str(t["key"])]
+    assert len(chain) == 16 and len(set(chain)) == 1, chain

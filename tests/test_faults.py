@@ -207,7 +207,35 @@ def test_a_relative_path_with_workers_elsewhere_gives_the_same_result(
 def test_a_worker_killed_mid_run_gives_the_same_result(reference, cluster, cluster_reference,
                                                        family):
     _, store, _, _ = reference
+    _kill_the_busy_worker_mid_run(cluster, family, store, cluster_reference(family))
+
+
+@pytest.mark.parametrize("family", [f for f in ("nsauc", "spam", "oam") if f in FAMILIES])
+def test_a_worker_killed_mid_run_with_a_scattered_start_gives_the_same_result(
+        reference, cluster, cluster_reference, monkeypatch, family):
+    """A chain's starting state large enough to be scattered (here: any; and one task per
+    visit) is let go of once the chain's first task has it (``daskauc._compute.compute_built``): the scheduler cannot
+    recompute the chain from its start, so the epoch is run again from the client's copy."""
+    from daskauc import _config
+
+    _, store, _, _ = reference
     expected = cluster_reference(family)
+    monkeypatch.setattr(_config, "SHARE_BYTES", 0)
+    monkeypatch.setattr(_config, "CHAIN_TASK_BYTES", 1)  # a task per visit
+    _kill_the_busy_worker_mid_run(cluster, family, store, expected, busy_with=_late_chain_task)
+
+
+def _late_chain_task(key) -> bool:
+    """A chain task past an epoch's first two visits (its start let go of by then)."""
+    text = str(key)
+    if "-epoch-" not in text:
+        return False
+    visit = text.rstrip(")'\" ").rpartition(",")[2].strip()
+    return visit.isdigit() and int(visit) >= 3
+
+
+def _kill_the_busy_worker_mid_run(cluster, family, store, expected, busy_with=None):
+    """SIGKILL the worker running the run's tasks (``busy_with(key)`` one of them) mid-run."""
     out = {}
 
     def run():
@@ -223,7 +251,8 @@ def test_a_worker_killed_mid_run_gives_the_same_result(reference, cluster, clust
     deadline = time.time() + 30
     busy = []
     while thread.is_alive() and not busy and time.time() < deadline:
-        busy = [a for a, tasks in cluster.client.processing().items() if tasks]
+        busy = [a for a, tasks in cluster.client.processing().items()
+                if tasks and (busy_with is None or any(map(busy_with, tasks)))]
         time.sleep(0.002)
     running = thread.is_alive()
     i = next(k for k, p in enumerate(cluster.workers) if p.pid == pids[busy[0]]) if busy else 0

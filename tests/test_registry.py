@@ -80,6 +80,23 @@ def test_every_solver_state_is_registered_and_a_model_file_can_hold_it():
             assert entry.states, f"{entry.name} takes state= but registers no state class"
 
 
+def test_every_solver_state_weighs_its_arrays_for_the_scheduler():
+    """Dask's ``sizeof`` of a state is its fields' bytes (``measured_by_fields``): a state
+    weighing ~50 bytes made the scheduler move the chain between workers at every chunk."""
+    import numpy as np
+    from dask.sizeof import sizeof
+
+    from daskauc.solvers.univariate import UnivariateState
+
+    for entry in SOLVERS.values():
+        for cls in entry.states:
+            assert sizeof.dispatch(cls) is not sizeof.dispatch(object), (entry.name, cls)
+    w = np.zeros(2**20)
+    state = UnivariateState(w=w, wbar=w.copy(), offset=np.zeros(2),
+                            counts=np.zeros(2, np.int64), epoch=0, seed_entropy=0, seed_key=())
+    assert 2 * w.nbytes <= sizeof(state) < 2 * w.nbytes + 4096
+
+
 def test_every_solver_module_registers_its_solver():
     """A module of daskauc/solvers whose name is a family (not private, not a helper of
     several) registers at least one solver, and the package imports it."""

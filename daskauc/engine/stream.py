@@ -48,7 +48,7 @@ from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 
 from .. import _config
-from .._compute import compute, threads_here
+from .._compute import compute, compute_built, threads_here
 from .._compute import share as share_constant
 from .._sparse import is_sparse
 from .chain_plan import (
@@ -345,9 +345,10 @@ _READ_AHEAD = ReadAhead()
 
 
 def run_epoch(step, X, y, state, **kwargs) -> Any:
-    """Build and compute one epoch (one compute, on the current Dask scheduler)."""
-    (out,) = compute(epoch_graph(step, X, y, state, **kwargs))
-    return out
+    """Build and compute one epoch (one compute, on the current Dask scheduler); on a
+    cluster the starting state is let go of once the first chain task has it
+    (:func:`daskauc._compute.compute_built`)."""
+    return compute_built(lambda: epoch_graph(step, X, y, state, **kwargs))
 
 
 def run_epochs(

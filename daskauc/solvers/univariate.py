@@ -57,7 +57,12 @@ from ..engine.chains import (
 from ..engine.stream import run_epochs, seed_root
 from ._linear import validation_score
 from ._online_kernels import LOSS_EXP, LOSS_SQUARE, _univariate_chunk
-from ._online_sparse_kernels import _finish_average, _lazy_fold, _univariate_sparse_chunk
+from ._online_sparse_kernels import (
+    _average_of_sum,
+    _lazy_fold,
+    _sum_of_average,
+    _univariate_sparse_chunk,
+)
 from ._result import SolverResult
 from .oam import as_stream_input
 
@@ -121,9 +126,9 @@ def _univariate_sparse_step(X_block, y_block, state: UnivariateState, seed, *, l
     indptr, indices, data = csr_parts(X_block)
     y_block = np.ascontiguousarray(y_block, dtype=np.int8)
     order = univariate_draws(seed, X_block.shape[0], shuffle)
-    d = state.w.shape[0]
     v = state.w.copy()
-    acc = np.zeros(d) if average else np.zeros(0)
+    # the chunk's sum of iterates is added to q0 wbar: one new d-vector for both
+    acc = _sum_of_average(state.wbar, int(state.counts[0])) if average else np.zeros(0)
     scal = np.array([1.0, 0.0, 0.0, 0.0])
     offset = state.offset.copy()
     counts = state.counts.copy()
@@ -133,10 +138,9 @@ def _univariate_sparse_step(X_block, y_block, state: UnivariateState, seed, *, l
     _univariate_sparse_chunk(indptr, indices, data, y_block, order, drift, v, acc, scal,
                              offset, counts, clock, float(eta0), bool(constant), float(lam),
                              int(loss), bool(average), float(stride), gain, DRIFT_EVERY)
-    _lazy_fold(v, acc, drift, scal)  # v is w, acc the sum of the chunk's iterates
-    wbar = state.wbar.copy()
-    if average:
-        _finish_average(wbar, acc, int(state.counts[0]), int(counts[0]))
+    _lazy_fold(v, acc, drift, scal)  # v is w, acc q0 wbar + the sum of the chunk's iterates
+    wbar = (_average_of_sum(acc, int(counts[0])) if average and counts[0] > state.counts[0]
+            else state.wbar)  # shared, never written: states are not mutated
     return replace(state, w=v, wbar=wbar, offset=offset, counts=counts,
                    clock=None if state.clock is None and stride == 1 else float(clock[0]))
 
