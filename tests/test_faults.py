@@ -214,8 +214,9 @@ def test_a_worker_killed_mid_run_gives_the_same_result(reference, cluster, clust
 def test_a_worker_killed_mid_run_with_a_scattered_start_gives_the_same_result(
         reference, cluster, cluster_reference, monkeypatch, family):
     """A chain's starting state large enough to be scattered (here: any; and one task per
-    visit) is let go of once the chain's first task has it (``daskauc._compute.compute_built``): the scheduler cannot
-    recompute the chain from its start, so the epoch is run again from the client's copy."""
+    visit) is let go of once the chain's first task has it
+    (``daskauc._compute.compute_built``); a worker lost mid-chain still gives the same
+    result (recomputed by the scheduler, or the epoch run again from the client's copy)."""
     from daskauc import _config
 
     _, store, _, _ = reference
