@@ -123,7 +123,11 @@ def test_pairwise_kernel_with_drift_and_a_zero_shrink_equals_dense(askip):
     """The kernels side by side on one visit with partner rows, a chain's drift and
     ``gain = 3`` with ``t0 = 1``: the shrink ``1 - 3 rskip / (clock + t0)`` is 0 at first
     (``w`` reset), then small (the scale folds), the drift added every ``rskip`` steps."""
-    from daskauc.solvers._online_sparse_kernels import _finish_average, _lazy_fold
+    from daskauc.solvers._online_sparse_kernels import (
+        _average_of_sum,
+        _lazy_fold,
+        _sum_of_average,
+    )
     from daskauc.solvers._sgd_kernels import _pairwise_hinge_steps
 
     X, y = _sparse_data(n=120, seed=11)
@@ -141,7 +145,8 @@ def test_pairwise_kernel_with_drift_and_a_zero_shrink_equals_dense(askip):
     counters, clock = np.array([5, 2], np.int64), np.zeros(1)
     _pairwise_hinge_steps(_dense(X), _dense(P), pos, neg, ri, rj, drift, w, wbar, counters,
                           clock, *scalars)
-    v, acc = w0.copy(), np.zeros(X.shape[1] if askip else 0)
+    v = w0.copy()
+    acc = _sum_of_average(wbar0, 2) if askip else np.zeros(0)  # q0 = 2 iterates averaged
     scal = np.array([1.0, 0.0, 0.0, 0.0])
     s_counters, s_clock = np.array([5, 2], np.int64), np.zeros(1)
     Ps = SparseRows.from_csr(P)
@@ -149,9 +154,7 @@ def test_pairwise_kernel_with_drift_and_a_zero_shrink_equals_dense(askip):
                                  pos, neg, ri, rj, drift, v, acc, scal, s_counters, s_clock,
                                  *scalars)
     _lazy_fold(v, acc, drift, scal)
-    s_wbar = wbar0.copy()
-    if askip:
-        _finish_average(s_wbar, acc, 2, int(s_counters[1]))
+    s_wbar = _average_of_sum(acc, int(s_counters[1])) if askip else wbar0
     np.testing.assert_array_equal(s_counters, counters)
     _close(v, w)
     _close(s_wbar, wbar)

@@ -431,8 +431,8 @@ def _sum_of_average(
     q0,         # scalar: iterates in wbar
 ):
     """``q0 wbar`` as a new vector: the sum a chunk's lazy sum of iterates adds to, so that one
-    new d-vector holds both (:func:`_average_of_sum` ends it; beside :func:`_finish_average`,
-    one d-vector less at the step's peak: 128 MiB at 2**24 features)."""
+    new d-vector holds both (:func:`_average_of_sum` ends it): beside a sum started at 0,
+    one d-vector less at the step's peak (128 MiB at 2**24 features)."""
     out = np.empty_like(wbar)
     for k in range(wbar.shape[0]):
         out[k] = q0 * wbar[k]
@@ -452,15 +452,12 @@ def _average_of_sum(
 
 
 @njit(nogil=True, cache=True)
-def _finish_average(
-    wbar,       # INOUT (r,) float64: the average over q0 iterates -> over q
-    acc,        # IN  (r,) float64: the sum of the q - q0 iterates averaged since
-    q0,         # scalar: iterates in wbar on entry
-    q,          # scalar: iterates in all
+def _add_scaled(
+    total,      # INOUT (r,) float64
+    a,          # scalar
+    x,          # IN  (r,) float64
 ):
-    """``wbar <- (q0 wbar + acc) / q`` (nothing when ``q == q0``)."""
-    if q == q0:
-        return
-    inv = 1.0 / q
-    for k in range(wbar.shape[0]):
-        wbar[k] = (q0 * wbar[k] + acc[k]) * inv
+    """``total <- total + a x``, in place (no temporary d-vector); returns it."""
+    for k in range(total.shape[0]):
+        total[k] += a * x[k]
+    return total

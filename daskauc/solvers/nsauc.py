@@ -72,7 +72,7 @@ from ..engine.chain_plan import resolve_chains
 from ..engine.chains import chain_frame, merge_moving, merge_running_average
 from ..engine.stream import block_class_counts, run_epochs
 from ._linear import validation_score
-from ._online_sparse_kernels import _finish_average, _lazy_fold
+from ._online_sparse_kernels import _average_of_sum, _lazy_fold, _sum_of_average
 from ._result import SolverResult
 from ._sgd_kernels import _constant_eta_cost, _pairwise_hinge_steps
 from ._sgd_sparse_kernels import _constant_eta_cost_sparse, _pairwise_hinge_sparse_steps
@@ -194,7 +194,7 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
                         [(len(pp), len(pn), op, on) for (pp, pn), (op, on) in entries],
                         rate=rate, n_chunks=n_chunks)
     w = state.w.copy()
-    wbar = state.wbar.copy()
+    wbar = state.wbar  # shared, never written: a new one where the steps change it
     counters = np.array([state.t, state.q], dtype=np.int64)
     clock = np.array([state.t if state.clock is None else state.clock], dtype=np.float64)
     if ri.size:
@@ -202,9 +202,11 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
         drift = np.zeros(0) if drift is None else drift
         parts = [part for (pp, pn), _ in entries for part in (pp, pn)]
         if is_sparse(X_block):
-            _sparse_steps(X_block, parts, pos, neg, ri, rj, drift, w, wbar, counters, clock,
-                          lam, state.t0, rskip, askip, average_start, stride, gain)
+            wbar = _sparse_steps(X_block, parts, pos, neg, ri, rj, drift, w, wbar, counters,
+                                 clock, lam, state.t0, rskip, askip, average_start, stride,
+                                 gain)
         else:
+            wbar = wbar.copy()
             partners = np.concatenate([np.zeros((0, X_block.shape[1]), X_block.dtype)]
                                       + [as_dense_rows(p) for p in parts]
                                       ).astype(X_block.dtype, copy=False)
@@ -230,20 +232,23 @@ def _nsauc_step(X_block, y_block, state: PairwiseSGDState, seed, chunk, *, lam, 
 def _sparse_steps(X_block, parts, pos, neg, ri, rj, drift, w, wbar, counters, clock, lam, t0,
                   rskip, askip, average_start, stride, gain) -> None:
     """The steps of a visit of a CSR chunk (:func:`_pairwise_hinge_sparse_steps`, ``w`` and
-    the average lazily, folded once at the end): ``w``, ``wbar``, ``counters`` and ``clock``
-    updated in place as the dense kernel does."""
+    the average lazily, folded once at the end): ``w``, ``counters`` and ``clock`` updated in
+    place as the dense kernel does; returns the new average (``wbar`` itself, not written,
+    when no iterate was averaged)."""
     indptr, indices, data = csr_parts(X_block)
     partners = SparseRows.concat([as_sparse_rows(p) for p in parts], X_block.shape[1])
-    acc = np.zeros(w.shape[0]) if askip > 0 else np.zeros(0)
-    scal = np.array([1.0, 0.0, 0.0, 0.0])
     q0 = int(counters[1])
+    # the visit's sum of averaged iterates is added to q0 wbar: one new d-vector for both
+    acc = _sum_of_average(wbar, q0) if askip > 0 else np.zeros(0)
+    scal = np.array([1.0, 0.0, 0.0, 0.0])
     _pairwise_hinge_sparse_steps(indptr, indices, data, partners.indptr, partners.indices,
                                  partners.data, pos, neg, ri, rj, drift, w, acc, scal,
                                  counters, clock, float(lam), float(t0), int(rskip),
                                  int(askip), int(average_start), float(stride), gain)
-    _lazy_fold(w, acc, drift, scal)  # w is w, acc the sum of the iterates averaged
-    if askip > 0:
-        _finish_average(wbar, acc, q0, int(counters[1]))
+    _lazy_fold(w, acc, drift, scal)  # w is w, acc q0 wbar + the sum of the iterates averaged
+    if askip > 0 and counters[1] > q0:
+        return _average_of_sum(acc, int(counters[1]))
+    return wbar
 
 
 def _at(state: PairwiseSGDState, k: int) -> float:

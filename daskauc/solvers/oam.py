@@ -46,10 +46,12 @@ from ..engine.stream import run_epochs, seed_root
 from ._linear import validation_score
 from ._online_kernels import _oam_chunk, _offer_own_rows
 from ._online_sparse_kernels import (
+    _add_scaled,
+    _average_of_sum,
     _compact_slots,
-    _finish_average,
     _oam_sparse_chunk,
     _offer_own_sparse,
+    _sum_of_average,
 )
 from ._result import SolverResult
 
@@ -272,7 +274,9 @@ def _oam_sparse_step(X_block, y_block, state: OAMState, seed, *, C, eta, update,
     starts, lens, pool_idx, pool_val, ends = _pool((state.buf_neg, state.buf_pos), extra)
     w = state.w.copy()
     counts = state.counts.copy()
-    acc = np.zeros(d) if average else np.zeros(0)
+    q0 = int(state.counts.sum())
+    # the chunk's sum of iterates is added to q0 wbar: one new d-vector for both
+    acc = _sum_of_average(state.wbar, q0) if average else np.zeros(0)
     alpha = np.zeros(1)
     gradient = update == "gra"
     row_nnz = int(np.diff(indptr).max()) if m else 0
@@ -282,10 +286,9 @@ def _oam_sparse_step(X_block, y_block, state: OAMState, seed, *, C, eta, update,
                       np.zeros(d if gradient else 0), np.zeros(d if gradient else 0, np.int8),
                       np.zeros(scratch, np.int64), float(C), float(eta), gradient,
                       bool(average))
-    wbar = state.wbar.copy()
-    if average:
-        acc += alpha[0] * w
-        _finish_average(wbar, acc, int(state.counts.sum()), int(counts.sum()))
+    wbar = state.wbar  # shared, never written: states are not mutated
+    if average and int(counts.sum()) > q0:
+        wbar = _average_of_sum(_add_scaled(acc, alpha[0], w), int(counts.sum()))
     buf_neg, buf_pos = _pool_rows(starts, lens, pool_idx, pool_val, d)
     own = None
     if chains:  # a parallel chain also keeps reservoirs of its own rows for the merge
