@@ -119,16 +119,31 @@ def test_a_damaged_sparse_chunk_is_an_error_that_names_it(tmp_path, how):
         open_dataset(store).X.compute(scheduler="sync")
 
 
-def test_a_chunk_whose_structure_does_not_match_is_refused_on_read(tmp_path):
+_UNSORTED = (np.ones(3), np.array([5, 2, 7]), np.array([0, 2, 3]))
+
+
+@pytest.mark.parametrize("parts, message", [
+    (_UNSORTED, "not increasing within a row"),
+    ((np.ones(3), np.array([2, 2, 7]), np.array([0, 2, 3])), "not increasing within a row"),
+    ((np.ones(3), np.array([2, 5, 10]), np.array([0, 2, 3])), "out of range"),
+    ((np.ones(3), np.array([-1, 5, 7]), np.array([0, 2, 3])), "out of range"),
+    ((np.ones(3), np.array([2, 5, 7]), np.array([0, 2, 2])), "row pointers do not match"),
+    ((np.ones(3), np.array([2, 5, 7]), np.array([0, 3, 2])), "row pointers do not match"),
+    ((np.array([1.0, np.nan, 1.0]), np.array([2, 5, 7]), np.array([0, 2, 3])),
+     "NaN or infinity"),
+], ids=["unsorted", "duplicate", "past-the-width", "negative", "short-pointers",
+        "decreasing-pointers", "nan"])
+def test_a_chunk_whose_structure_does_not_match_is_refused_on_read(tmp_path, parts, message):
     # written by hand, checksummed and committed: only the structure check can catch it
-    bad = sp.csr_matrix((np.ones(3), np.array([5, 2, 7]), np.array([0, 2, 3])), shape=(2, 10))
+    bad = sp.csr_matrix((2, 10))
+    bad.data, bad.indices, bad.indptr = parts  # as written, not checked by scipy
     store = str(tmp_path / "hand.zarr")
     attrs = {"rows": "csr", "sparse_format": 1, "n_samples": 2, "n_features": 10,
              "chunk_rows": 2, "dtype": "float64", "n_positive": 1, "n_negative": 1}
     with writing_store(store, kind="dataset", attrs=attrs) as group:
         write_csr_chunk(group, 0, bad)
         create_array(group, "y", shape=(2,), chunks=(2,), dtype=np.int8)[:] = [1, -1]
-    with pytest.raises(StoreIntegrityError, match="not increasing within a row"):
+    with pytest.raises(StoreIntegrityError, match=f"Xcsr/000000.*{message}"):
         open_dataset(store).X.compute(scheduler="sync")
 
 

@@ -270,25 +270,24 @@ class CsrChunkReader:
                                        shape=(self.rows[i], self.n_features))
 
     def _check(self, where: str, i: int, indptr, indices, data) -> None:
+        from ._csr_kernels import CSR_COLUMNS, CSR_OK, CSR_POINTERS, csr_fault
+
         n = self.rows[i]
-        if indptr.shape[0] != n + 1 or indptr[0] != 0 or indptr[-1] != data.shape[0] \
-                or indices.shape[0] != data.shape[0] or np.any(np.diff(indptr) < 0):
-            raise StoreIntegrityError(
-                f"{where}: its row pointers do not match its {n} rows and {data.shape[0]} "
-                "values; write the store again")
         if data.dtype != self.dtype:
             raise StoreIntegrityError(f"{where}: values of dtype {data.dtype}, the store "
                                       f"says {self.dtype}; write the store again")
-        if indices.shape[0]:
-            step = np.diff(indices.astype(np.int64))
-            starts = indptr[1:-1][(indptr[1:-1] > 0) & (indptr[1:-1] < indices.shape[0])]
-            step[starts - 1] = 1  # a new row may start at any column
-            if indices.min() < 0 or indices.max() >= self.n_features or np.any(step <= 0):
-                raise StoreIntegrityError(
-                    f"{where}: column indices out of range [0, {self.n_features}) or not "
-                    "increasing within a row; write the store again")
-        if not np.isfinite(data).all():
-            raise StoreIntegrityError(f"{where}: holds NaN or infinity; write the store again")
+        fault = csr_fault(indptr, indices, data, n, self.n_features)  # one pass, numba
+        if fault == CSR_OK:
+            return
+        if fault == CSR_POINTERS:
+            raise StoreIntegrityError(
+                f"{where}: its row pointers do not match its {n} rows and {data.shape[0]} "
+                "values; write the store again")
+        if fault == CSR_COLUMNS:
+            raise StoreIntegrityError(
+                f"{where}: column indices out of range [0, {self.n_features}) or not "
+                "increasing within a row; write the store again")
+        raise StoreIntegrityError(f"{where}: holds NaN or infinity; write the store again")
 
 
 def _read_chunk(reader: CsrChunkReader, i: int):
