@@ -289,3 +289,36 @@ def write_text(path: str, seed: int, start: int, stop: int, *, fmt: str = "vw",
     os.replace(path + ".tmp", path)
     open(marker, "w").close()
     return True
+
+
+@njit(cache=True, nogil=True)
+def _sgd_touch(indptr, indices, data, w, step):  # INOUT w
+    """The least a sparse SGD step does per row: ``s = w . x`` then ``w += step s x``, one
+    read and one write of ``w`` at each non-zero (random columns of a large ``w``)."""
+    total = 0.0
+    for i in range(indptr.shape[0] - 1):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += w[indices[k]] * data[k]
+        g = step * (s - 1.0)
+        for k in range(indptr[i], indptr[i + 1]):
+            w[indices[k]] -= g * data[k]
+        total += s
+    return total
+
+
+def update_floor(X, repeat: int = 3) -> float:
+    """Seconds per non-zero of :func:`_sgd_touch` over the CSR chunk ``X`` (the best of
+    ``repeat``, after a call that compiles): the floor of one sequential chain's work on a
+    row, whatever the solver, set by random reads and writes of a d-vector that does not fit
+    the caches at 2**22 columns and more."""
+    import time
+
+    w = np.zeros(X.shape[1])
+    _sgd_touch(X.indptr[:2], X.indices, X.data, w, 1e-9)
+    best = np.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        _sgd_touch(X.indptr, X.indices, X.data, w, 1e-9)
+        best = min(best, time.perf_counter() - t)
+    return best / max(1, X.nnz)

@@ -230,7 +230,7 @@ def warm_up(cls, params: dict, path: str) -> None:
 
 
 def fit_row(client, name: str, cls, params: dict, train: dict, test_path: str,
-            warm_path: str, floor_s: float, read_s: float) -> dict:
+            warm_path: str, floor_s: float, read_s: float, update_s: float) -> dict:
     """One fit of ``cls(**params)`` on the training store path, measured (see the module)."""
     from daskauc.data import open_dataset
     from daskauc.metrics import roc_auc
@@ -261,7 +261,7 @@ def fit_row(client, name: str, cls, params: dict, train: dict, test_path: str,
     per_pass = seconds / max(passes, 1e-9)
     row |= {"passes": passes, "s/pass": per_pass, "rows/s": train["rows"] / per_pass,
             "nnz/s": train["non_zeros"] / per_pass, "pass/floor": per_pass / floor_s,
-            "pass/read": per_pass / read_s}
+            "pass/read": per_pass / read_s, "pass/update": per_pass / update_s}
     try:
         test = open_dataset(test_path)
         auc, row["score_s"] = timed(lambda: float(roc_auc(test.y,
@@ -291,6 +291,12 @@ def _chunks(path: str, limit: int):
         take = min(limit - seen, X.shape[0])
         seen += take
         yield X[:take], y[:take]
+
+
+def first_chunk(path: str):
+    """The first X chunk of a store, read in this process."""
+    X, _ = next(_chunks(path, 2**62))
+    return X
 
 
 def sgd_anchor(train: dict, test_path: str, rows: int, seed: int) -> dict:
@@ -498,13 +504,14 @@ def main(argv=None) -> None:
         floor_s = train["_disk"] / fl["file_read_cached"]
         read_pass(client, train["path"])  # the pass below finds the store in the page cache
         read_s, train["pass_bytes"] = read_pass(client, train["path"])
+        update_s = _clicklog.update_floor(first_chunk(train["path"])) * train["non_zeros"]
         n_pos = train["positives"]
         n_neg = train["rows"] - n_pos
         fits = []
         for name in chosen:
             params = settings(name, classes[name], seed, n_pos, n_neg, args.ranksvm_c_pairs)
             row = fit_row(client, name, classes[name], params, train, test_path, warm_path,
-                          floor_s, read_s)
+                          floor_s, read_s, update_s)
             print(row, flush=True)
             fits.append(row)
     finally:
@@ -535,7 +542,8 @@ def main(argv=None) -> None:
         s.pop("_disk")
         s.pop("pass_bytes", None)
     results = {"args": vars(args), "stores": stores, "floors": fl, "floor_s": floor_s,
-               "read_pass_s": read_s, "fits": fits, "anchors": anchors, "memory": memory,
+               "read_pass_s": read_s, "update_floor_s": update_s, "fits": fits,
+               "anchors": anchors, "memory": memory,
                "settings": {n: settings(n, classes[n], seed, n_pos, n_neg,
                                         args.ranksvm_c_pairs) for n in chosen}}
     write_results("click_log", results, markdown(args, argv, results),
@@ -566,17 +574,22 @@ def markdown(args, argv, r: dict) -> str:
           f"{_size(train['disk_MiB'])} on disk at the cached-file rate takes "
           f"{r['floor_s']:.3g} s (the pass floor). A daskauc pass that only reads and checks "
           f"every chunk (zstd, CRC32C, structure) on the cluster takes "
-          f"{r['read_pass_s']:.3g} s.", "",
+          f"{r['read_pass_s']:.3g} s. The update floor: one chain's least work on every row, "
+          "a read and a write of the d-vector at each non-zero (`_clicklog.update_floor`, "
+          "one thread, measured on the first chunk), "
+          f"{r['update_floor_s']:.3g} s for the training rows.", "",
           f"## One epoch on {args.workers} workers x 1 thread x {args.memory_limit} (training "
           f"store {_size(train['disk_MiB'])} on disk, {_size(train['decoded_MiB'])} decoded)",
           "",
           "`passes`: bytes the workers and the client read from files during the fit over "
           "those of the read-only pass; `s/pass`, `rows/s`, `nnz/s` per pass; `pass/floor`: "
-          "a pass against the pass floor, `pass/read` against the read-only pass; `cached`: "
+          "a pass against the pass floor, `pass/read` against the read-only pass, `pass/update` "
+          "against the update floor; `cached`: "
           "the share of the store in the page cache before the fit; `worker_MiB` the largest "
           "worker's peak RSS, `client_MiB` this process's.", "",
           md_table(rounded(r["fits"], 4), ["method", "settings", "fit_s", "passes", "s/pass",
                                            "rows/s", "nnz/s", "pass/floor", "pass/read",
+                                           "pass/update",
                                            "cached", "worker_MiB", "client_MiB", "restarted",
                                            "n_iter", "test_auc", "error"]), ""]
     if r["anchors"]:
