@@ -98,8 +98,9 @@ def main(argv=None) -> None:
             "thesis news20": f"{paper[0]:.4f}±{paper[1]:.4f}" if paper else "-"})
     md = ["# The thesis's news20 rows beside daskauc on 20 Newsgroups", "",
           f"`{command('benchmarks.news20_papers', argv)}`", "",
-          f"Task `{args.task}`: {note} Train and test posts pooled ({X.shape[0]:,} rows x "
-          f"{X.shape[1]:,} features, {X.nnz:,} non-zeros), {runs} random stratified 80/20 "
+          f"Task `{args.task}`: {note.rstrip('.')}. Train and test posts pooled "
+          f"({X.shape[0]:,} rows x {X.shape[1]:,} features, {X.nnz:,} non-zeros), {runs} "
+          "random stratified 80/20 "
           "splits (`train_test_split(random_state=run)`); test AUC mean±std over the runs, "
           "median fit seconds (dask's threaded scheduler, 2 cores). The thesis's column is "
           "its news20 row (LIBSVM news20, 15,935 x 62,061, 20 runs, parameters by "
