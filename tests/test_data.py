@@ -469,6 +469,39 @@ def test_train_test_split_numpy_dask_and_store(tmp_path):
         np.testing.assert_array_equal(p.compute(), ref)
 
 
+def test_train_test_split_of_dataframes_gives_dataframes():
+    """pandas and dask DataFrames come back as DataFrames with their columns and index (a
+    Series y as a Series), the rows those of the numpy split with the same seed."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    n = 300
+    X = np.column_stack([np.arange(n), rng.normal(size=n)])
+    y = np.where(rng.random(n) < 0.3, 1, -1).astype(np.int8)
+    ref = train_test_split(X, y, test_size=0.2, random_state=4)
+    index = pd.Index([f"row{i:04d}" for i in range(n)], name="id")  # sorts as it is
+    frame = pd.DataFrame(X, columns=["i", "x"], index=index)
+    labels = pd.Series(y, index=index, name="label")
+    for yy in (labels, y):
+        parts = train_test_split(frame, yy, test_size=0.2, random_state=4)
+        assert all(isinstance(p, pd.DataFrame) for p in parts[:2])
+        assert list(parts[0].columns) == ["i", "x"] and parts[0].index.name == "id"
+        assert list(parts[1].index) == [f"row{int(i):04d}" for i in ref[1][:, 0]]
+        for p, r in zip(parts, ref, strict=True):
+            np.testing.assert_array_equal(np.asarray(p), r)
+        assert isinstance(parts[2], pd.Series) == (yy is labels)
+    dframe, dlabels = (dd.from_pandas(frame, npartitions=4),
+                       dd.from_pandas(labels, npartitions=4))
+    parts = train_test_split(dframe, dlabels, test_size=0.2, random_state=4)
+    assert isinstance(parts[0], dd.DataFrame) and isinstance(parts[2], dd.Series)
+    got = dask.compute(*parts)
+    assert list(got[0].columns) == ["i", "x"] and list(got[1].index) == list(
+        train_test_split(frame, labels, test_size=0.2, random_state=4)[1].index)
+    for p, r in zip(got, ref, strict=True):
+        np.testing.assert_array_equal(np.asarray(p), r)
+
+
 def test_split_store_one_pass(tmp_path, dask_cluster_client):
     rng = np.random.default_rng(10)
     n = 600

@@ -111,8 +111,8 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
 
     Parameters
     ----------
-    X : numpy array, scipy sparse matrix, dask array (of numpy or of CSR blocks), or the path
-        of a dataset store, dense or sparse (then ``y`` is None)
+    X : numpy array, pandas or dask DataFrame, scipy sparse matrix, dask array (of numpy or
+        of CSR blocks), or the path of a dataset store, dense or sparse (then ``y`` is None)
     y : labels (numpy or dask), any values; stratification is over their distinct values
     test_size : float in (0, 1)
     stratify : bool
@@ -123,7 +123,9 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
     Returns
     -------
     X_train, X_test, y_train, y_test
-        numpy for numpy ``X``; CSR for scipy sparse ``X`` (or a sparse pandas frame); dask
+        numpy for numpy ``X``; DataFrames for a pandas or dask DataFrame ``X`` (its columns
+        and index kept; a pandas or dask Series ``y`` stays one); CSR for scipy sparse ``X``
+        (or a sparse pandas frame); dask
         arrays with known chunk sizes for dask ``X`` or a store, of CSR blocks for sparse
         rows (``y`` follows ``X``'s kind). Row order is kept within each part. Sparse rows
         are never made dense, and the same ``y`` and seed choose the same rows as for the
@@ -145,6 +147,9 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
 
     if is_sparse_frame(X):
         X = frame_as_csr(X)
+    elif _is_frame(X):
+        return _split_frame(X, y, test_size=test_size, stratify=stratify,
+                            random_state=random_state)
     if isinstance(X, da.Array):
         Xd = as_row_chunked(X, check_finite_values=False, sparse=True)
         y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
@@ -168,6 +173,62 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
     mask = split_mask(yn, test_size=test_size, stratify=stratify, random_state=random_state)
     train, test = np.flatnonzero(~mask), np.flatnonzero(mask)
     return Xn[train], Xn[test], yn[train], yn[test]
+
+
+def _is_frame(X) -> bool:
+    """A pandas or dask DataFrame (of dense columns)."""
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame):
+        return True
+    try:
+        import dask.dataframe as dd
+    except ImportError:  # pragma: no cover - dask[dataframe] is a dependency
+        return False
+    return isinstance(X, dd.DataFrame)
+
+
+def _split_frame(X, y, *, test_size, stratify, random_state):
+    """:func:`train_test_split` of a pandas or dask DataFrame: DataFrames out, with their
+    columns and index, as scikit-learn's; ``y`` a Series (pandas or dask) stays one. A dask
+    frame is cut partition by partition with the mask (its partitions' lengths are computed
+    with the labels, in one compute)."""
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame):
+        yn = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
+        if yn.ndim == 2 and yn.shape[1] == 1:
+            yn = yn.ravel()
+        if yn.shape != (X.shape[0],):
+            raise ValueError(f"X has {X.shape[0]} rows but y has shape {yn.shape}")
+        mask = split_mask(yn, test_size=test_size, stratify=stratify,
+                          random_state=random_state)
+        train, test = np.flatnonzero(~mask), np.flatnonzero(mask)
+        if isinstance(y, pd.Series | pd.DataFrame):
+            return X.iloc[train], X.iloc[test], y.iloc[train], y.iloc[test]
+        return X.iloc[train], X.iloc[test], yn[train], yn[test]
+    import dask.dataframe as dd
+
+    lengths, yn = compute(X.map_partitions(len), y)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    yn = np.asarray(yn)
+    if yn.ndim == 2 and yn.shape[1] == 1:
+        yn = yn.ravel()
+    if yn.shape != (int(lengths.sum()),):
+        raise ValueError(f"X has {int(lengths.sum())} rows but y has shape {yn.shape}")
+    mask = split_mask(yn, test_size=test_size, stratify=stratify, random_state=random_state)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+
+    def part(frame, keep):
+        from dask import delayed
+
+        pieces = [delayed(_take_rows)(p, keep[a:b])
+                  for p, a, b in zip(frame.to_delayed(), bounds[:-1], bounds[1:], strict=True)]
+        return dd.from_delayed(pieces, meta=frame._meta, verify_meta=False)
+
+    y_out = ((part(y, ~mask), part(y, mask)) if isinstance(y, dd.Series)
+             else (yn[~mask], yn[mask]))
+    return part(X, ~mask), part(X, mask), *y_out
 
 
 def split_store(store, train_store, test_store, *, test_size: float = 0.2,
