@@ -63,6 +63,29 @@ def test_no_large_graph_warnings_on_a_cluster(tmp_path, dask_cluster_client,
     assert sgd.score(emb.X, emb.y) > 0.9
 
 
+def test_a_wide_model_scores_a_store_without_a_large_graph(tmp_path, dask_cluster_client,
+                                                           large_graph_threshold):
+    """A linear model of 2**18 hashed features (a 2 MiB coefficient vector) scores a sparse
+    store with its coefficients scattered once: inside the graph they warned "Sending large
+    graph" (32 MiB at 2**22, on the click-log benchmark)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    cols = np.sort(rng.choice(2**18, size=(2000, 10)), axis=1)
+    X = sp.csr_matrix((np.ones(cols.size), cols.ravel(), np.arange(0, cols.size + 1, 10)),
+                      shape=(2000, 2**18))
+    X.sum_duplicates()
+    y = np.where(X[:, :2**17].sum(axis=1).A.ravel() > 5, 1, -1)
+    with dask.config.set(scheduler="threads"):  # in-memory rows would travel in the graph
+        daskauc.ingest_array(X, y, tmp_path / "wide.zarr", chunk_rows=500)
+        model = daskauc.UnivariateAUC(n_epochs=1, random_state=0).fit(tmp_path / "wide.zarr")
+        expected = np.asarray(model.decision_function(X))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*[Ll]arge graph.*")
+        got = model.decision_function(str(tmp_path / "wide.zarr")).compute()
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_dashboard_port_taken_picks_another(tmp_path):
     """A second local cluster beside one that holds 8787 gets another port, no warning."""
     import socket
@@ -524,6 +547,63 @@ def test_the_c_path_says_each_candidate_i_of_n_time_left_and_the_choice(caplog):
     newton = [r for r in caplog.records if r.getMessage().startswith("newton ")]
     first_final = next(i for i, r in enumerate(newton) if r.levelno == logging.INFO)
     assert first_final > 0 and all(r.levelno == logging.DEBUG for r in newton[:first_final])
+
+
+def test_a_preset_says_each_stage_before_it_runs(caplog):
+    """No silences: the scaler, the landmarks (how many, how chosen), the embedding and the
+    solver each get a line before they run, and the map's line says how many features it
+    made (the landmarks it kept)."""
+    import logging
+
+    X, y = _data(n=2000)
+    with caplog.at_level(logging.INFO, logger="daskauc"):
+        model = daskauc.NSAUC(n_landmarks=50, n_epochs=1, random_state=0).fit(X, y)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("daskauc")]
+    stages = [next(i for i, m in enumerate(lines) if m.startswith(text)) for text in (
+        "NSAUC: standardizing 6 features over 2000 rows",
+        "NSAUC: choosing 50 landmarks among 2000 rows by mini-batch k-means",
+        "NSAUC: the feature map is fitted in ",
+        "NSAUC: embedding ready in ")]
+    assert stages == sorted(stages)
+    assert f"({model.embedding_.n_components_} features); embedding 2000 rows" in \
+        lines[stages[2]]
+    assert "fitting PairwiseHingeSGD on it" in lines[stages[3]]
+
+
+def test_the_kernel_search_log_agrees_with_itself(caplog):
+    """Every search announces its total before it counts, and says so before it grows (no
+    "7/7 ... last candidate" then "8/8"); the per-fold lines' "best" is what the choice is
+    made on (the mean over the folds of a width done on every fold), and the chosen line
+    gives that same mean."""
+    import logging
+    import re
+
+    X, y = _data(n=3000)
+    with caplog.at_level(logging.INFO, logger="daskauc"):
+        daskauc.KernelAUC(n_centres=200, selection_rows=600, selection_centres=24,
+                          random_state=0).fit(X, y)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("daskauc")]
+    totals: dict = {}
+    counted = 0
+    for m in lines:
+        start = re.match(r"(KernelAUC [^:]+?): (\d+) .* to score$", m)
+        more = re.match(r"(KernelAUC [^:]+?): \d+ more .*; (\d+) in all$", m)
+        step = re.match(r"(KernelAUC [^:]+?) (\d+)/(\d+): ", m)
+        if start:
+            totals[start.group(1)] = int(start.group(2))
+        elif more:
+            totals[more.group(1)] = int(more.group(2))
+        elif step:
+            name, i, total = step.group(1), int(step.group(2)), int(step.group(3))
+            assert total == totals[name] and i <= total, m  # announced before counted
+            counted += 1
+    assert counted >= 6 and "KernelAUC gamma/lam search" in totals
+    search = [m for m in lines if m.startswith("KernelAUC gamma/lam search ") and "->" in m]
+    assert all("none complete yet" in m or "mean of 3 folds" in m for m in search)
+    best = float(re.search(r"best ([0-9.]+) at", search[-1]).group(1))
+    (chose,) = [m for m in lines if m.startswith("KernelAUC: chose gamma")]
+    assert float(re.search(r"mean validation AUC ([0-9.]+)", chose).group(1)) == best
+    assert re.search(r"best [0-9.]+ at gamma=([0-9.e-]+)/b", search[-1]).group(1) in chose
 
 
 def test_the_bar_shows_the_search_and_its_time_left():

@@ -170,10 +170,14 @@ class SearchProgress:
         self.best: tuple[str, float] | None = None
         self.tic = time.perf_counter()
 
-    def expect(self, n: int) -> None:
-        """``n`` more candidates than planned (a grid widened past an end)."""
+    def expect(self, n: int, why: str = "") -> None:
+        """``n`` more candidates than planned (a grid widened past an end), said in a line
+        before they are counted."""
         with _lock:
             self.total += int(n)
+            total = self.total
+        logger.info("%s: %d more %s%s%s; %d in all", self.name, int(n), _plural(self.unit, n),
+                    ": " if why else "", why, total)
 
     def left(self) -> float | None:
         """Seconds left at the mean pace so far (None before the first candidate)."""
@@ -182,18 +186,27 @@ class SearchProgress:
         elapsed = time.perf_counter() - self.tic
         return elapsed / self.done * max(self.total - self.done, 0)
 
-    def record(self, candidate: str, val_auc: float, detail: str = "") -> None:
-        """One candidate scored: its description (``C=2^-5``), validation AUC and extra text."""
+    def record(self, candidate: str, val_auc: float, detail: str = "", *,
+               best: tuple[str, float] | None | str = "this") -> None:
+        """One candidate scored: its description (``C=2^-5``), validation AUC and extra text.
+
+        ``best``: what the search chooses on, when that is not the candidates' own AUC (a
+        search over folds chooses on the mean over the folds: ``(description, mean)`` of the
+        best complete candidate so far, or None before the first); by default the best of
+        the candidates' AUCs."""
         with _lock:
             self.done += 1
             self.total = max(self.total, self.done)
-            if self.best is None or val_auc > self.best[1]:
+            if best != "this":
+                self.best = best
+            elif self.best is None or val_auc > self.best[1]:
                 self.best = (candidate, float(val_auc))
             elapsed, left = time.perf_counter() - self.tic, self.left()
-        logger.info("%s %d/%d: %s -> validation AUC %.5f%s (best %.5f at %s); %.1f s, "
-                    "%s", self.name, self.done, self.total, candidate, val_auc,
-                    f" {detail}" if detail else "", self.best[1], self.best[0], elapsed,
-                    f"~{left:.0f} s left" if left else "last candidate")
+            so_far = ("none complete yet" if self.best is None
+                      else f"best {self.best[1]:.5f} at {self.best[0]}")
+        logger.info("%s %d/%d: %s -> validation AUC %.5f%s (%s); %.1f s, %s", self.name,
+                    self.done, self.total, candidate, val_auc, f" {detail}" if detail else "",
+                    so_far, elapsed, f"~{left:.0f} s left" if left else "last candidate")
 
     def status(self) -> str:
         """``C path 5/26 best 0.98765`` for the bar."""
@@ -207,6 +220,7 @@ def search_progress(name: str, total: int, *, unit: str = "candidate", chosen=No
     drop to DEBUG meanwhile, and the last line says what was chosen (``chosen()``, a string)
     and in how long."""
     search = SearchProgress(name, total, unit=unit)
+    logger.info("%s: %d %s to score", name, int(total), _plural(unit, total))
     with _lock:
         _searches.append(search)
     try:
@@ -214,9 +228,10 @@ def search_progress(name: str, total: int, *, unit: str = "candidate", chosen=No
     finally:
         with _lock:
             _searches.remove(search)
-    if search.best is None:  # it failed before its first candidate
+    if search.best is None:  # it failed (or completed nothing) before its first candidate
         return
-    stop = (f", stopped after {search.done} of {search.total} {unit}s"
+    stop = (f", stopped after {search.done} of {search.total} "
+            f"{_plural(unit, search.total)}"
             if search.done < search.total else "")
     seconds = time.perf_counter() - search.tic
     if chosen is not None:
@@ -224,6 +239,12 @@ def search_progress(name: str, total: int, *, unit: str = "candidate", chosen=No
     else:
         logger.info("%s: done in %.1f s%s; best validation AUC %.5f at %s", search.name,
                     seconds, stop, search.best[1], search.best[0])
+
+
+def _plural(unit: str, n: int) -> str:
+    """``unit`` for ``n`` of them: "C" stays "C", "candidate" -> "candidates", "(width,
+    fold) path" -> "(width, fold) paths"."""
+    return unit if int(n) == 1 or len(unit) < 3 else unit + "s"
 
 
 def _bundle(line: str, frac: float | None) -> dict:

@@ -180,12 +180,19 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         if checkpoint is not None:
             solver_fit_kwargs["checkpoint"] = checkpoint
         set_features_in(self, X, Xd.shape[1])
-        self.scaler_ = _fit_scaler(Xd) if _standardizes(self.standardize, Xd) else None
+        name = type(self).__name__
+        n, d = (int(v) for v in Xd.shape)
+        if _standardizes(self.standardize, Xd):
+            logger.info("%s: standardizing %d features over %d rows", name, d, n)
+            self.scaler_ = _fit_scaler(Xd)
+        else:
+            self.scaler_ = None
         timings["scale"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
-        self._n_train_rows = int(Xd.shape[0])
+        self._n_train_rows = n
         fmap = self._make_map()
+        logger.info("%s: %s", name, _map_plan(fmap, n))
         fmap.fit(scaled(Xd, self.scaler_))
         self.embedding_ = fmap
         if checkpoint is not None:
@@ -193,10 +200,17 @@ class EmbeddedAUCModel(AUCScoreMixin, ClassifierMixin, TransformerMixin, BaseEst
         timings["landmarks"] = time.perf_counter() - tic
 
         tic = time.perf_counter()
+        width = int(getattr(fmap, "n_components_", 0) or 0)
+        logger.info("%s: the feature map is fitted in %.1f s (%d features); embedding %d "
+                    "rows%s%s", name, timings["landmarks"], width, n,
+                    f" into {self.embedding_store}" if self.embedding_store else "",
+                    " (kept in memory)" if self.persist else "")
         Z = embed_training(Xd, yd, feature_map=fmap, scaler=self.scaler_,
                            store=self.embedding_store, overwrite=self.overwrite,
                            persist_rows=bool(self.persist))
         timings["embed"] = time.perf_counter() - tic
+        logger.info("%s: embedding ready in %.1f s; fitting %s on it", name, timings["embed"],
+                    type(solver).__name__)
 
         tic = time.perf_counter()
         self.solver_ = fit_on_embedding(solver, Z, yd, all_rows=not is_lazy_input(X),
@@ -521,3 +535,20 @@ class NSOLAM(EmbeddedAUCModel):
                         embedding_store, overwrite, persist, random_state)
         self.class_weight = class_weight
 
+
+def _map_plan(fmap, n_rows: int) -> str:
+    """What fitting the feature map ``fmap`` does, said before it starts."""
+    from ..embed.fourier import RandomFourierFeatures
+
+    if isinstance(fmap, RandomFourierFeatures):
+        return f"drawing {fmap.n_components} random Fourier features"
+    given = fmap.landmarks
+    if not isinstance(given, str):
+        return f"the Nystroem map of {len(given)} given landmarks"
+    k = fmap.n_components
+    k = "up to 1,600" if k == "auto" else f"{k}"
+    how = {"kmeans": f"by mini-batch k-means ({fmap.kmeans_epochs} epochs)",
+           "random": "uniformly at random"}.get(given)
+    if how is None:  # "all": every row a landmark
+        return f"the exact kernel map: every one of the {n_rows} rows a landmark"
+    return f"choosing {k} landmarks among {n_rows} rows {how}"

@@ -157,6 +157,7 @@ def cross_validate_auc(estimator, X, y=None, param_grid=None, *, cv=3, epochs=No
     aucs = np.empty((len(points), len(counts), n_folds))
     iters = np.zeros(aucs.shape, dtype=int)
     secs = np.zeros(aucs.shape[:2])
+    best_mean = None  # the best mean over the folds among the points done on every fold
     with search_progress("cross-validation", len(points) * len(counts) * n_folds,
                          unit="(point, fold)") as search:
         for f, (tr, te) in enumerate(folds.split(placeholder, y_np)):
@@ -184,8 +185,14 @@ def cross_validate_auc(estimator, X, y=None, param_grid=None, *, cv=3, epochs=No
                     iters[k, j, f] = int(getattr(est, "n_iter_", 0))
                     aucs[k, j, f] = _fold_auc(y_np[te], est, Xte, error_score)
                     point = {**params, **({} if count is None else {"n_epochs": count})}
+                    if f == n_folds - 1:  # a point done on every fold: the choice's terms
+                        mean = float(aucs[k, j].mean())
+                        if np.isfinite(mean) and (best_mean is None or mean > best_mean[1]):
+                            best_mean = (f"{_point_text(point)}, mean of {n_folds} folds",
+                                         mean)
+                    # the line's AUC is this fold's; the best is what the choice is made on
                     search.record(f"{_point_text(point)} fold {f + 1}/{n_folds}",
-                                  aucs[k, j, f])
+                                  aucs[k, j, f], best=best_mean)
     table = []
     for k, params in enumerate(points):
         for j, count in enumerate(counts):

@@ -131,6 +131,16 @@ class Selection:
     seconds: float
     table: list = field(default_factory=list)
 
+    @property
+    def mean_auc(self) -> float:
+        """The mean validation AUC over the folds at the chosen width and lam (what the
+        choice was made on); NaN if the table does not hold it."""
+        for row in self.table:
+            if (row["gamma_multiplier"] == self.gamma_multiplier
+                    and row["lam"] == self.lam_subsample and row["mean_auc"] is not None):
+                return float(row["mean_auc"])
+        return float("nan")
+
     def as_dict(self) -> dict:
         return {"gamma": self.gamma, "lam": self.lam, "gamma_multiplier": self.gamma_multiplier,
                 "lam_subsample": self.lam_subsample, "n_rows": self.n_rows,
@@ -343,11 +353,19 @@ def select_gamma_lam(
         else:
             path = _fold_path(Phi_tr, ys[tr], Phi_va, ys[va], loss=loss, lams=lams,
                               solver_params=solver_params, label=f"fold {f}, gamma={mult:g}/b")
-        best = max(path, key=lambda r: r["auc"])
-        search.record(f"gamma={mult:g}/b fold {f + 1}/{len(folds)}", best["auc"],
-                      f"at lam={best['lam']:.3g} ({len(path)} of {len(lams)} lam, "
-                      f"{sum(r['n_iter'] for r in path)} Newton steps)")
         return f, mult, path
+
+    def best_complete():
+        """The search's choice so far (``_choose``: the best mean over every fold) among the
+        widths done on every fold, as ``(description, mean AUC)``; None before the first."""
+        done = sorted(g for g in paths if len(paths[g]) == len(folds))
+        if not done:
+            return None
+        aucs = _auc_array({g: paths[g] for g in done}, done, lams)
+        g, k = _choose(aucs, done)
+        mean = float(aucs[g, k].mean())
+        return None if not np.isfinite(mean) else (
+            f"gamma={done[g]:g}/b lam={lams[k]:.3g}, mean of {len(folds)} folds", mean)
 
     paths: dict = {}  # multiplier -> {fold: path}
     submitted = [0]
@@ -359,11 +377,18 @@ def select_gamma_lam(
             return
         submitted[0] += len(jobs)
         if submitted[0] > search.total:  # a width past an end of the grid
-            search.expect(submitted[0] - search.total)
+            search.expect(submitted[0] - search.total,
+                          f"the best width is at an end of the grid, so {jobs[0][1]:g}/b too")
         with dask.config.set(scheduler="sync"), _config.blas_limit(1), \
                 ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
             for f, mult, path in pool.map(lambda fg: job(*fg), jobs):
                 paths.setdefault(mult, {})[f] = path
+                top = max(path, key=lambda r: r["auc"])
+                # the line's AUC is this fold's; the best is what the choice is made on
+                search.record(f"gamma={mult:g}/b fold {f + 1}/{len(folds)}", top["auc"],
+                              f"at lam={top['lam']:.3g} ({len(path)} of {len(lams)} lam, "
+                              f"{sum(r['n_iter'] for r in path)} Newton steps)",
+                              best=best_complete())
 
     def run(new_mults):
         # successive halving over the folds: every width on the first fold, the other folds
@@ -454,8 +479,9 @@ def choose_gamma_lam(X, y: np.ndarray, *, gamma, lam, n_centres: int, gamma_grid
         X, y, loss=settings.loss, gamma_multipliers=mults, rows=rows, max_centres=max_centres,
         extend_grid=default_grid, lam_ceiling=lam_ceiling, lam_floor=lam_floor,
         random_state=child_seed(random_state, 1), **common)
-    logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g in %.1f s",
-                chosen.gamma, chosen.gamma_multiplier, chosen.lam, chosen.seconds)
+    logger.info("KernelAUC: chose gamma = %.4g (%g/b) and lam = %.3g (mean validation AUC "
+                "%.5f over %d folds) in %.1f s", chosen.gamma, chosen.gamma_multiplier,
+                chosen.lam, chosen.mean_auc, chosen.cv, chosen.seconds)
     selection = chosen.as_dict()
     if screened is not None:
         selection["screen"] = screened.as_dict()

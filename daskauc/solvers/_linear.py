@@ -19,9 +19,13 @@ def scores_block(block: np.ndarray, coef: np.ndarray) -> np.ndarray:
 
 
 def linear_scores(X, coef: np.ndarray):
-    """``X @ coef``: numpy for numpy, a lazy dask array (layer ``daskauc-scores``) for dask."""
+    """``X @ coef``: numpy for numpy, a lazy dask array (layer ``daskauc-scores``) for dask;
+    on a distributed cluster a large ``coef`` (a model of hashed features: 32 MiB at 2**22)
+    is scattered once, not sent inside the graph (:func:`daskauc._compute.share`)."""
     if isinstance(X, da.Array):
-        return X.map_blocks(scores_block, coef, drop_axis=1, dtype=X.dtype,
+        from .._compute import share
+
+        return X.map_blocks(scores_block, share(coef), drop_axis=1, dtype=X.dtype,
                             token="daskauc-scores", meta=np.empty((0,), X.dtype))
     return scores_block(X, coef)
 
