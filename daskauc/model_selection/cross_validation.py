@@ -100,6 +100,18 @@ def _timed(fit, X, y) -> float:
     return time.perf_counter() - t0
 
 
+def _table(points, counts, aucs, iters, secs) -> list[dict]:
+    """One row per (point, count of epochs) of :func:`cross_validate_auc`'s arrays."""
+    table = []
+    for k, params in enumerate(points):
+        for j, count in enumerate(counts):
+            row = dict(params) if count is None else {**params, "n_epochs": count}
+            table.append({**row, "mean_auc": float(aucs[k, j].mean()),
+                          "std_auc": float(aucs[k, j].std()), "fold_auc": aucs[k, j].tolist(),
+                          "n_iter": iters[k, j].tolist(), "seconds": float(secs[k, j])})
+    return table
+
+
 def cross_validate_auc(estimator, X, y=None, param_grid=None, *, cv=3, epochs=None,
                        warm_start: bool = False, error_score="raise", random_state=None):
     """Mean validation AUC over stratified folds of every point of a grid (module docstring).
@@ -193,13 +205,7 @@ def cross_validate_auc(estimator, X, y=None, param_grid=None, *, cv=3, epochs=No
                     # the line's AUC is this fold's; the best is what the choice is made on
                     search.record(f"{_point_text(point)} fold {f + 1}/{n_folds}",
                                   aucs[k, j, f], best=best_mean)
-    table = []
-    for k, params in enumerate(points):
-        for j, count in enumerate(counts):
-            row = dict(params) if count is None else {**params, "n_epochs": count}
-            table.append({**row, "mean_auc": float(aucs[k, j].mean()),
-                          "std_auc": float(aucs[k, j].std()), "fold_auc": aucs[k, j].tolist(),
-                          "n_iter": iters[k, j].tolist(), "seconds": float(secs[k, j])})
+    table = _table(points, counts, aucs, iters, secs)
     mean = np.array([row["mean_auc"] for row in table])
     best = int(np.argmax(np.where(np.isnan(mean), -np.inf, mean)))  # first maximum on ties
     return {k: v for k, v in table[best].items() if k not in _RECORDS}, table
