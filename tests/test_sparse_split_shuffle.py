@@ -107,8 +107,9 @@ def test_the_sparse_shuffle_holds_about_one_chunk_of_non_zeros(tmp_path, monkeyp
     assert ds.attrs["n_nonzero"] == 50_000 * per_row
     # a row holds 144 bytes of non-zeros: holding the 40,000 more rows would add 5.8 MB.
     # Measured 6.06 MB at 10,000 and at 50,000 rows alone (the parse buffers, zarr and a few
-    # 720 kB chunks); in the whole suite up to 0.24 MB more, allocated by the threads of
-    # earlier tests' clusters (tracemalloc traces every thread): a tenth of it is the bound
+    # 720 kB chunks); once 0.24 MB more in the whole suite, not alone (tracemalloc traces
+    # every thread, the background threads of earlier tests' clusters included): the bound
+    # is a tenth of what holding the rows would add
     assert peaks[50_000] - peaks[10_000] < 40_000 * per_row * 12 // 10, peaks
     _no_spill_left(tmp_path)
 
