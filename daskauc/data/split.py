@@ -152,27 +152,29 @@ def train_test_split(X, y=None, *, test_size: float = 0.2, stratify: bool = True
                             random_state=random_state)
     if isinstance(X, da.Array):
         Xd = as_row_chunked(X, check_finite_values=False, sparse=True)
-        y_np = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
-        if y_np.ndim == 2 and y_np.shape[1] == 1:
-            y_np = y_np.ravel()
-        if y_np.shape != (Xd.shape[0],):
-            raise ValueError(f"X has {Xd.shape[0]} rows but y has shape {y_np.shape}")
+        y_np = _label_vector(compute(y)[0] if isinstance(y, da.Array) else y, Xd.shape[0])
         mask = split_mask(y_np, test_size=test_size, stratify=stratify, random_state=random_state)
         yd = da.from_array(y_np, chunks=(Xd.chunks[0],), name=False)
         return (_select_blocks(Xd, ~mask, "train"), _select_blocks(Xd, mask, "test"),
                 _select_blocks(yd, ~mask, "train"), _select_blocks(yd, mask, "test"))
 
     Xn = X.tocsr() if is_sparse(X) else np.asarray(X)  # sparse rows stay sparse
-    yn = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
-    if yn.ndim == 2 and yn.shape[1] == 1:
-        yn = yn.ravel()
     if Xn.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {Xn.shape}")
-    if yn.shape != (Xn.shape[0],):
-        raise ValueError(f"X has {Xn.shape[0]} rows but y has shape {yn.shape}")
+    yn = _label_vector(compute(y)[0] if isinstance(y, da.Array) else y, Xn.shape[0])
     mask = split_mask(yn, test_size=test_size, stratify=stratify, random_state=random_state)
     train, test = np.flatnonzero(~mask), np.flatnonzero(mask)
     return Xn[train], Xn[test], yn[train], yn[test]
+
+
+def _label_vector(y, n_rows: int) -> np.ndarray:
+    """``y`` as a 1-D numpy vector of ``n_rows`` labels (an (n, 1) column flattened)."""
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.shape != (int(n_rows),):
+        raise ValueError(f"X has {int(n_rows)} rows but y has shape {y.shape}")
+    return y
 
 
 def _is_frame(X) -> bool:
@@ -196,11 +198,7 @@ def _split_frame(X, y, *, test_size, stratify, random_state):
     import pandas as pd
 
     if isinstance(X, pd.DataFrame):
-        yn = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
-        if yn.ndim == 2 and yn.shape[1] == 1:
-            yn = yn.ravel()
-        if yn.shape != (X.shape[0],):
-            raise ValueError(f"X has {X.shape[0]} rows but y has shape {yn.shape}")
+        yn = _label_vector(compute(y)[0] if isinstance(y, da.Array) else y, X.shape[0])
         mask = split_mask(yn, test_size=test_size, stratify=stratify,
                           random_state=random_state)
         train, test = np.flatnonzero(~mask), np.flatnonzero(mask)
@@ -211,11 +209,7 @@ def _split_frame(X, y, *, test_size, stratify, random_state):
 
     lengths, yn = compute(X.map_partitions(len), y)
     lengths = np.asarray(lengths, dtype=np.int64)
-    yn = np.asarray(yn)
-    if yn.ndim == 2 and yn.shape[1] == 1:
-        yn = yn.ravel()
-    if yn.shape != (int(lengths.sum()),):
-        raise ValueError(f"X has {int(lengths.sum())} rows but y has shape {yn.shape}")
+    yn = _label_vector(yn, int(lengths.sum()))
     mask = split_mask(yn, test_size=test_size, stratify=stratify, random_state=random_state)
     bounds = np.concatenate([[0], np.cumsum(lengths)])
 
